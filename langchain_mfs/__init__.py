@@ -1,0 +1,1 @@
+"""LangChain integration of MFS (see issue: langchain adapters)."""

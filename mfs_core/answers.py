@@ -1,0 +1,130 @@
+"""Answer extraction and the majority vote (MFS_SPEC.md, "Aggregate").
+
+Pure functions on strings; the benchmark's dataset-specific scoring (LaTeX equivalence,
+numeric compare) builds on :func:`extract_answer`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+__all__ = ["Vote", "extract_answer", "extract_boxed", "majority_vote", "normalize_answer"]
+
+AnswerExtractor = Callable[[str], "str | None"]
+
+_ANSWER_IS = re.compile(r"answer is\s*:?\s*(.+)", re.IGNORECASE)
+_OPTION = re.compile(r"^\(?([A-J])\)?(?:[.:)\s]|$)")
+
+
+def extract_boxed(text: str) -> str | None:
+    """The content of the last ``\\boxed{...}`` in ``text`` (braces balanced), or None."""
+    start = text.rfind("\\boxed")
+    while start != -1:
+        i = start + len("\\boxed")
+        while i < len(text) and text[i] == " ":
+            i += 1
+        if i < len(text) and text[i] == "{":
+            depth = 0
+            for j in range(i, len(text)):
+                if text[j] == "{":
+                    depth += 1
+                elif text[j] == "}":
+                    depth -= 1
+                    if depth == 0:
+                        return text[i + 1 : j].strip()
+            return None
+        start = text.rfind("\\boxed", 0, start)
+    return None
+
+
+def normalize_answer(answer: str) -> str:
+    """Canonical form for voting: strip ``$``, spaces, a trailing period, and ``.0``-style zeros.
+
+    ``"18.00"``, ``"$18$"`` and ``"18."`` all become ``"18"``; non-numeric text is only
+    trimmed of surrounding whitespace, ``$`` and a final period.
+    """
+    text = answer.strip().strip("$").strip()
+    text = text.rstrip(".").strip()
+    text = text.replace(",", "") if re.fullmatch(r"-?[\d,]+(\.\d+)?", text) else text
+    if re.fullmatch(r"-?\d+\.\d+", text):
+        text = text.rstrip("0").rstrip(".")
+    return text
+
+
+def extract_answer(text: str) -> str | None:
+    """Extract the answer a completed path states, normalised, or None.
+
+    Order: the last ``\\boxed{}``; else what follows the last "answer is"; an option
+    letter there (``"The answer is C."`` gives ``"C"``) is returned alone.
+
+    Args:
+        text: a completed reasoning path (the end marker may still be in it).
+
+    Returns:
+        The normalised answer string, or None when the text states none.
+    """
+    boxed = extract_boxed(text)
+    if boxed is not None:
+        return normalize_answer(boxed) or None
+    matches = _ANSWER_IS.findall(text)
+    if not matches:
+        return None
+    tail = matches[-1].split("<")[0].strip()
+    option = _OPTION.match(tail)
+    if option:
+        return option.group(1)
+    return normalize_answer(tail.split("\n")[0]) or None
+
+
+@dataclass(frozen=True)
+class Vote:
+    """Outcome of :func:`majority_vote`.
+
+    Attributes:
+        answer: the winning answer, or None when no path had one.
+        vote_share: votes for ``answer`` / number of paths (0-1); 0 when ``answer`` is None.
+        index: index of the chosen path (the highest-quality path of the winning answer,
+            or the highest-quality path overall when no answer was extracted).
+    """
+
+    answer: str | None
+    vote_share: float
+    index: int
+
+
+def majority_vote(answers: Sequence[str | None], qualities: Sequence[float]) -> Vote:
+    """Majority vote over extracted answers; ties broken by the highest quality ``F``.
+
+    Args:
+        answers: the answer of each completed path (None: not extractable).
+        qualities: each path's quality F (nats per token); same length.
+
+    Returns:
+        The :class:`Vote`.
+
+    Raises:
+        ValueError: empty input, or lengths differ.
+    """
+    if not answers:
+        msg = "majority_vote needs at least one path, got 0"
+        raise ValueError(msg)
+    if len(answers) != len(qualities):
+        msg = f"answers and qualities differ in length: {len(answers)} != {len(qualities)}"
+        raise ValueError(msg)
+    best_overall = max(range(len(answers)), key=lambda i: qualities[i])
+    groups: dict[str, list[int]] = {}
+    for i, answer in enumerate(answers):
+        if answer is not None:
+            groups.setdefault(answer, []).append(i)
+    if not groups:
+        return Vote(answer=None, vote_share=0.0, index=best_overall)
+
+    def rank(answer: str) -> tuple[int, float]:
+        members = groups[answer]
+        return (len(members), max(qualities[i] for i in members))
+
+    winner = max(groups, key=rank)
+    index = max(groups[winner], key=lambda i: qualities[i])
+    return Vote(answer=winner, vote_share=len(groups[winner]) / len(answers), index=index)

@@ -1,0 +1,62 @@
+"""The backend protocol: the only thing a decoder may ask of a model.
+
+Dependency-free on purpose (no torch, no httpx): a decoder, the engine and the tests import
+it without any model library installed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from mfs_core.types import Continuation, GenerationRequest
+
+__all__ = ["Backend", "ContextWindowError"]
+
+
+class ContextWindowError(ValueError):
+    """A prompt (plus its ``max_tokens``) does not fit the model's context window."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A model that samples continuations with raw log-probabilities.
+
+    Implementations: :class:`mfs_core.backends.transformers.TransformersBackend` (CPU or
+    CUDA), and the vLLM and OpenAI-compatible HTTP backends.
+    """
+
+    model_name: str
+    """Name or path of the loaded model."""
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Continuation]]:
+        """Sample every request of the call as one batch.
+
+        Args:
+            requests: R requests; request r asks for ``requests[r].n`` continuations.
+
+        Returns:
+            R lists; list r holds ``requests[r].n`` continuations, in order.
+
+        Raises:
+            ContextWindowError: a prompt does not fit the context window.
+        """
+        ...
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` under the model's tokenizer (no special tokens added)."""
+        ...
+
+    def apply_chat_template(self, messages: Sequence[dict[str, str]]) -> str | None:
+        """Render ``messages`` with the generation prompt; None if the tokenizer has no template."""
+        ...
+
+    @property
+    def context_window(self) -> int:
+        """Most tokens (prompt + output) the model accepts."""
+        ...
+
+    @property
+    def num_parameters(self) -> int:
+        """Parameter count, for the FLOPs estimate 6·n·P."""
+        ...

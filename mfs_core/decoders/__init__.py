@@ -1,0 +1,32 @@
+"""Decoders: coroutines that yield generation requests and return a ``DecodeResult``.
+
+All share one signature, ``decoder(prompt: str, settings: MFSSettings) -> Decoder``, and are
+looked up by name in :data:`DECODERS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mfs_core.decoders.common import Decoder
+from mfs_core.decoders.mfs import decode_mfs
+from mfs_core.settings import MFSSettings
+
+__all__ = ["DECODERS", "Decoder", "DecoderFactory", "get_decoder"]
+
+DecoderFactory = Callable[[str, MFSSettings], Decoder]
+
+DECODERS: dict[str, DecoderFactory] = {"mfs": decode_mfs}
+
+
+def get_decoder(method: str) -> DecoderFactory:
+    """The decoder registered as ``method``.
+
+    Raises:
+        ValueError: unknown name; the message lists the known ones.
+    """
+    try:
+        return DECODERS[method]
+    except KeyError:
+        msg = f"unknown decoding method {method!r}; known: {sorted(DECODERS)}"
+        raise ValueError(msg) from None

@@ -1,0 +1,87 @@
+"""What every decoder shares: the coroutine type, token accounting, seeds, aggregation."""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mfs_core.answers import extract_answer, majority_vote
+from mfs_core.settings import MFSSettings
+from mfs_core.types import Continuation, DecodeResult, GenerationRequest, StepTrace
+
+__all__ = ["Decoder", "TokenTally", "finish_result", "request_seed"]
+
+Decoder = Generator[list[GenerationRequest], list[list[Continuation]], DecodeResult]
+"""A decoder coroutine: yields request lists, is sent their continuations, returns the result."""
+
+
+def request_seed(rng: np.random.Generator) -> int:
+    """A fresh request seed in [0, 2**31) drawn from the decoder's generator."""
+    return int(rng.integers(0, 2**31 - 1))
+
+
+@dataclass
+class TokenTally:
+    """Running totals of a decode: prompt tokens (once per request) and output tokens."""
+
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+
+    def add(self, requests: Sequence[GenerationRequest], outputs: Sequence[Sequence[Continuation]]) -> None:
+        """Count one round's requests and their continuations.
+
+        Raises:
+            ValueError: the backend returned a different number of lists or continuations
+                than requested.
+        """
+        if len(outputs) != len(requests):
+            msg = f"backend returned {len(outputs)} outputs for {len(requests)} requests"
+            raise ValueError(msg)
+        for request, conts in zip(requests, outputs):
+            if len(conts) != request.n:
+                msg = f"backend returned {len(conts)} continuations for n={request.n}"
+                raise ValueError(msg)
+            self.prompt_tokens += conts[0].prompt_tokens if conts else 0
+            self.output_tokens += sum(c.num_tokens for c in conts)
+
+
+def finish_result(
+    completions: Sequence[str],
+    qualities: Sequence[float],
+    settings: MFSSettings,
+    tally: TokenTally,
+    *,
+    stop_reason: str,
+    steps: list[StepTrace],
+    method: str,
+) -> DecodeResult:
+    """Aggregate completed paths into a :class:`DecodeResult` (MFS_SPEC.md step 9).
+
+    ``majority``: the most common extracted answer, ties broken by the highest ``F``; the
+    text is that answer's best path. ``best_quality``: the path with the highest ``F``;
+    its vote share is the share of paths that agree with its answer.
+    """
+    answers = [extract_answer(text) for text in completions]
+    vote = majority_vote(answers, qualities)
+    index = vote.index
+    answer, share = vote.answer, vote.vote_share
+    if settings.aggregation == "best_quality":
+        index = int(np.argmax(qualities))
+        answer = answers[index]
+        share = sum(a == answer for a in answers) / len(answers) if answer is not None else 0.0
+    return DecodeResult(
+        text=completions[index],
+        answer=answer,
+        vote_share=share,
+        stop_reason=stop_reason,
+        prompt_tokens=tally.prompt_tokens,
+        output_tokens=tally.output_tokens,
+        flops=0.0,
+        steps=steps,
+        completions=list(completions),
+        completion_answers=answers,
+        completion_qualities=[float(q) for q in qualities],
+        method=method,
+    )

@@ -1,0 +1,160 @@
+"""The martingale math of MFS as pure functions on arrays (MFS_SPEC.md, steps 3-7).
+
+Each function cites the paper equation it implements (Li et al., EACL 2026). Inputs are
+sequences of floats in nats; outputs are numpy arrays or floats.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "WidthPruning",
+    "converged",
+    "deficits",
+    "foresight_quality",
+    "select_beams",
+    "selection_weights",
+    "step_values",
+    "width_prune",
+]
+
+
+def foresight_quality(logprob_sum: float, num_tokens: int) -> float:
+    """``F_t``: mean log-probability per token of a foresight rollout (eq. 3, log space).
+
+    Args:
+        logprob_sum: summed raw log-probabilities of the rollout's tokens (nats).
+        num_tokens: rollout length (tokens).
+
+    Returns:
+        ``logprob_sum / num_tokens`` in nats per token; 0.0 for an empty rollout.
+    """
+    return logprob_sum / num_tokens if num_tokens > 0 else 0.0
+
+
+def step_values(qualities: Sequence[float], baselines: Sequence[float]) -> np.ndarray:
+    """Predictable advantage ``V(a_t) = F_t - F_{t-1}`` (eq. 8, Doob decomposition).
+
+    Args:
+        qualities: ``F_t`` of each candidate, shape (K,), nats.
+        baselines: the matching baseline (the parent's ``F_{t-1}``, or the parent's step
+            log-prob for ``baseline="parent_step"``), shape (K,), nats.
+
+    Returns:
+        Step values, shape (K,), nats.
+    """
+    q = np.asarray(qualities, dtype=float)
+    b = np.asarray(baselines, dtype=float)
+    if q.shape != b.shape:
+        msg = f"qualities and baselines differ in shape: {q.shape} != {b.shape}"
+        raise ValueError(msg)
+    return q - b
+
+
+def deficits(qualities: Sequence[float]) -> np.ndarray:
+    """``D_t^i = F_t^best - F_t^i`` (eq. 9), shape (K,), nats; empty for no candidates."""
+    q = np.asarray(qualities, dtype=float)
+    return q.max() - q if q.size else q
+
+
+@dataclass(frozen=True)
+class WidthPruning:
+    """Outcome of :func:`width_prune`.
+
+    Attributes:
+        keep: boolean mask, shape (K,): the candidate survives.
+        mean: μ of the scores (nats).
+        std: σ of the scores (population, ``ddof=0``, nats).
+        threshold: ``μ + λ1·σ`` (nats).
+        c_prune: ``F_best - threshold``: a candidate is stopped once its deficit exceeds it
+            (eq. 10-11; nats).
+    """
+
+    keep: np.ndarray
+    mean: float
+    std: float
+    threshold: float
+    c_prune: float
+
+
+def width_prune(scores: Sequence[float], prune_lambda: float) -> WidthPruning:
+    """Optional-stopping width pruning (eq. 10-11).
+
+    A candidate survives iff ``score >= μ + λ1·σ``; the best-scoring candidate always
+    survives. Equivalently, candidate i is stopped once ``D^i > c_prune`` with
+    ``c_prune = score_best - (μ + λ1·σ)``.
+
+    Args:
+        scores: step log-probability (mean per token, nats) of each unfinished candidate,
+            shape (K,), K >= 1.
+        prune_lambda: λ1 >= 0, in standard deviations.
+
+    Returns:
+        The :class:`WidthPruning` with the keep mask.
+
+    Raises:
+        ValueError: no scores, or ``prune_lambda`` < 0.
+    """
+    s = np.asarray(scores, dtype=float)
+    if s.size == 0:
+        msg = "width_prune needs at least one score, got 0"
+        raise ValueError(msg)
+    if prune_lambda < 0:
+        msg = f"prune_lambda must be >= 0, got {prune_lambda}"
+        raise ValueError(msg)
+    mean = float(s.mean())
+    std = float(s.std())
+    threshold = mean + prune_lambda * std
+    keep = s >= threshold
+    keep[int(np.argmax(s))] = True
+    return WidthPruning(keep=keep, mean=mean, std=std, threshold=threshold, c_prune=float(s.max()) - threshold)
+
+
+def selection_weights(values: Sequence[float], temperature: float) -> np.ndarray:
+    """``softmax(V / T)`` (Algorithm 1; φ-Decoding's T = 0.1), shape (K,), sums to 1."""
+    if temperature <= 0:
+        msg = f"selection temperature must be > 0, got {temperature}"
+        raise ValueError(msg)
+    v = np.asarray(values, dtype=float) / temperature
+    v = v - v.max()
+    w = np.exp(v)
+    return w / w.sum()
+
+
+def select_beams(
+    values: Sequence[float], k: int, temperature: float, rng: np.random.Generator | None, top_k: bool = False
+) -> list[int]:
+    """Indices of the ``k`` candidates kept as beams.
+
+    Args:
+        values: step values, shape (K,), nats.
+        k: beams to keep; all K are kept when ``k >= K``.
+        temperature: selection temperature T of ``softmax(V / T)``.
+        rng: numpy generator for the draw (unused with ``top_k``).
+        top_k: the release's rule, the k largest values (ties by index).
+
+    Returns:
+        Selected indices, in selection order (top-k: by decreasing value).
+    """
+    n = len(values)
+    if k >= n:
+        return sorted(range(n), key=lambda i: -values[i])
+    if top_k:
+        return sorted(range(n), key=lambda i: -values[i])[:k]
+    if rng is None:
+        msg = "select_beams needs an rng when top_k is False"
+        raise ValueError(msg)
+    weights = selection_weights(values, temperature)
+    # Zero-weight candidates cannot be drawn by numpy without replacement; give them a floor.
+    weights = np.maximum(weights, 1e-300)
+    weights = weights / weights.sum()
+    return [int(i) for i in rng.choice(n, size=k, replace=False, p=weights)]
+
+
+def converged(max_step_value: float, stop_epsilon: float) -> bool:
+    """Martingale convergence test (eq. 12): ``max V <= ε_stop``."""
+    return max_step_value <= stop_epsilon

@@ -1,0 +1,81 @@
+"""Turning a question or chat messages into the text the model is prompted with.
+
+``chat`` format (MFS_SPEC.md, "question x"): the question is the single user message of
+the model's chat template (after an optional system message), the generation prompt opens
+the assistant turn, and the assistant prefix (``The reasoning steps are:\\n\\n``) starts the
+answer. ``raw`` format: the prompt is used verbatim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mfs_core.backends.base import Backend
+from mfs_core.settings import MFSSettings
+
+__all__ = ["render_messages", "render_question", "validate_question"]
+
+
+def validate_question(question: object) -> str:
+    """Return ``question`` if it is a non-blank string.
+
+    Raises:
+        TypeError: not a string (the message names its type).
+        ValueError: empty or whitespace only (the message shows the value).
+    """
+    if not isinstance(question, str):
+        msg = f"a prompt must be a string, got {type(question).__name__}: {question!r:.80}"
+        raise TypeError(msg)
+    if not question.strip():
+        msg = f"a prompt must not be empty or whitespace only, got {question!r}"
+        raise ValueError(msg)
+    return question
+
+
+def render_messages(messages: Sequence[dict[str, str]], backend: Backend, settings: MFSSettings) -> str:
+    """Render chat ``messages`` (``{"role", "content"}`` dicts) into the model prompt.
+
+    The model's chat template with the generation prompt, then ``settings.assistant_prefix``.
+
+    Raises:
+        ValueError: the tokenizer has no chat template, or a message content is not a
+            non-empty string.
+    """
+    for i, message in enumerate(messages):
+        content = message.get("content")
+        if not isinstance(content, str):
+            msg = f"message {i} ({message.get('role')!r}) content must be a string, got {type(content).__name__}"
+            raise TypeError(msg)
+    if not messages or not any(m["content"].strip() for m in messages):
+        msg = f"the messages hold no text: {list(messages)!r:.200}"
+        raise ValueError(msg)
+    rendered = backend.apply_chat_template(messages)
+    if rendered is None:
+        msg = f"model {backend.model_name!r} has no chat template; use prompt_format='raw'"
+        raise ValueError(msg)
+    return rendered + settings.assistant_prefix
+
+
+def render_question(question: str, backend: Backend, settings: MFSSettings) -> str:
+    """The model prompt for ``question`` under ``settings.prompt_format``.
+
+    ``auto`` is ``chat`` when the tokenizer has a chat template, else ``raw``.
+
+    Raises:
+        TypeError / ValueError: see :func:`validate_question`; ``chat`` without a template.
+    """
+    validate_question(question)
+    fmt = settings.prompt_format
+    if fmt == "raw":
+        return question
+    messages = []
+    if settings.system_prompt:
+        messages.append({"role": "system", "content": settings.system_prompt})
+    messages.append({"role": "user", "content": question})
+    rendered = backend.apply_chat_template(messages)
+    if rendered is None:
+        if fmt == "chat":
+            msg = f"prompt_format='chat' but model {backend.model_name!r} has no chat template"
+            raise ValueError(msg)
+        return question
+    return rendered + settings.assistant_prefix

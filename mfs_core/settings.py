@@ -1,0 +1,122 @@
+"""Every knob of the library, in one pydantic-settings model.
+
+Values come from keyword arguments, then ``MFS_*`` environment variables, then a ``.env``
+file, then the defaults below, which are the paper's (MFS, EACL 2026, Appendix B) unless a
+field says otherwise. Constructing settings does no I/O beyond reading the environment.
+A bad value raises ``pydantic.ValidationError`` naming the field and the value.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["DEMO_MODEL", "MFSSettings"]
+
+DEMO_MODEL = "mfs-demo"
+
+
+class MFSSettings(BaseSettings):
+    """Settings of the engine, its backend and the MFS decoder (env prefix ``MFS_``).
+
+    Example:
+        ``MFSSettings(step_beam_size=4)`` or ``MFS_STEP_BEAM_SIZE=4`` in the environment.
+
+    Raises:
+        pydantic.ValidationError: a value out of range; the message names the field and value.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="MFS_", env_file=".env", env_file_encoding="utf-8", extra="forbid", frozen=True
+    )
+
+    # --- model and backend -------------------------------------------------------------
+    model: str = Field(
+        default=DEMO_MODEL,
+        description="Hugging Face model name or local path; 'mfs-demo' is the bundled demo model.",
+    )
+    backend: Literal["transformers", "vllm", "openai"] = Field(
+        default="transformers", description="Which backend samples from the model."
+    )
+    device: str = Field(
+        default="auto", description="Torch device for the transformers backend: 'auto' (CUDA if present), 'cpu', 'cuda', 'cuda:1'."
+    )
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = Field(
+        default="auto", description="Weight dtype ('auto': float32 on CPU, the checkpoint's on GPU)."
+    )
+    seed: int = Field(default=0, description="Seed of every random choice of a decode (sampling and selection).")
+    batch_size: int = Field(
+        default=256, ge=1, description="Most sequences one forward pass of the transformers backend holds (sequences)."
+    )
+
+    # --- prompt format -----------------------------------------------------------------
+    prompt_format: Literal["auto", "chat", "raw"] = Field(
+        default="auto",
+        description="'chat': the question is the single user message of the chat template, then the "
+        "assistant prefix; 'raw': the prompt is used verbatim; 'auto': chat when the tokenizer has a template.",
+    )
+    assistant_prefix: str = Field(
+        default="The reasoning steps are:\n\n",
+        description="Text that opens the assistant's answer in 'chat' format (the φ-Decoding release's).",
+    )
+    system_prompt: str | None = Field(default=None, description="Optional system message in 'chat' format.")
+    step_delimiter: str = Field(default="\n", min_length=1, description="Text that ends one reasoning step.")
+    end_marker: str = Field(
+        default="<end_of_reasoning>", min_length=1, description="Text that closes an answer (the model's EOS also does)."
+    )
+    max_step_tokens: int = Field(default=64, ge=1, le=65536, description="Most tokens of one step (tokens).")
+    max_answer_tokens: int = Field(
+        default=256, ge=1, le=65536, description="Most tokens of a foresight rollout or a completion (tokens)."
+    )
+
+    # --- MFS (MFS_SPEC.md) -------------------------------------------------------------
+    step_beam_size: int = Field(default=8, ge=1, le=1024, description="M, beams kept between steps.")
+    num_rollouts: int = Field(default=8, ge=1, le=1024, description="N, candidate steps sampled per beam.")
+    foresight_rollouts: int = Field(default=1, ge=1, le=64, description="Foresight rollouts per surviving candidate.")
+    prune_lambda: float = Field(
+        default=0.8, ge=0.0, description="λ1 of the width-pruning threshold μ + λ1·σ (paper eq. 10-11; standard deviations)."
+    )
+    temperature: float = Field(default=0.7, gt=0.0, le=10.0, description="Sampling temperature of steps and rollouts.")
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
+    stop_epsilon: float = Field(
+        default=1e-6, ge=0.0, description="ε_stop of the convergence test max V <= ε_stop (eq. 12; nats). The release uses 1e-4."
+    )
+    max_steps: int = Field(default=8, ge=1, le=256, description="Most deliberation (foresight) steps.")
+    min_steps: int = Field(default=1, ge=0, le=256, description="Steps done before the convergence test may stop.")
+    selection_temperature: float = Field(
+        default=0.1, gt=0.0, description="Temperature of softmax(V / T) when beams are drawn (φ-Decoding's 0.1)."
+    )
+    selection: Literal["sample", "top_k"] = Field(
+        default="sample", description="'sample': draw M beams by softmax(V/T) (Algorithm 1); 'top_k': the release's top-M."
+    )
+    baseline: Literal["parent_foresight", "parent_step"] = Field(
+        default="parent_foresight",
+        description="Step value baseline: the parent's F (paper eq. 8) or the parent's step log-prob (release).",
+    )
+    aggregation: Literal["majority", "best_quality"] = Field(
+        default="majority", description="'majority': vote over extracted answers; 'best_quality': the path with the highest F."
+    )
+    max_finished_fraction: float = Field(
+        default=0.6, ge=0.0, le=1.0, description="Most finished candidates kept per step, as a fraction of M (release: 0.6)."
+    )
+    width_pruning: bool = Field(default=True, description="Apply width pruning (off: the paper's 'w/o pruning' ablation).")
+    early_stopping: bool = Field(default=True, description="Apply the convergence stop (off: the 'w/o stopping' ablation).")
+
+    @model_validator(mode="after")
+    def _check_across_fields(self) -> MFSSettings:
+        if not self.model.strip():
+            msg = f"model must name a model or a path, got {self.model!r}"
+            raise ValueError(msg)
+        if self.min_steps > self.max_steps:
+            msg = f"min_steps ({self.min_steps}) must not exceed max_steps ({self.max_steps})"
+            raise ValueError(msg)
+        if self.end_marker == self.step_delimiter:
+            msg = f"end_marker and step_delimiter must differ, both are {self.end_marker!r}"
+            raise ValueError(msg)
+        return self
+
+    def backend_key(self) -> tuple:
+        """The fields that identify a loaded model: settings equal here share one backend."""
+        return (self.backend, self.model, self.device, self.dtype, self.batch_size)

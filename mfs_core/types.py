@@ -1,0 +1,218 @@
+"""Plain data types shared by backends, decoders and the engine.
+
+Every result is a dataclass (never a tuple read by index) and every ``DecodeResult`` is
+JSON-serialisable through :meth:`DecodeResult.to_dict`. Units: token counts in tokens,
+log-probabilities in nats, compute in FLOPs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "Candidate",
+    "Continuation",
+    "DecodeResult",
+    "FinishReason",
+    "GenerationRequest",
+    "StepTrace",
+]
+
+FinishReason = Literal["stop", "length", "eos"]
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One prompt to sample ``n`` continuations from (mirrors vLLM ``SamplingParams``).
+
+    Attributes:
+        prompt: prompt text, sent to the model as is (no special tokens added).
+        n: continuations to sample, >= 1.
+        max_tokens: most new tokens per continuation, >= 1.
+        stop: stop strings; the returned text is cut before the first one found.
+        temperature: sampling temperature, > 0 (the log-probs reported stay raw).
+        top_p: nucleus mass in (0, 1].
+        seed: seed of this request's own random generator; None draws from entropy.
+    """
+
+    prompt: str
+    n: int = 1
+    max_tokens: int = 256
+    stop: tuple[str, ...] = ()
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.prompt, str):
+            msg = f"prompt must be a string, got {type(self.prompt).__name__}"
+            raise TypeError(msg)
+        if self.n < 1:
+            msg = f"n must be >= 1, got {self.n}"
+            raise ValueError(msg)
+        if self.max_tokens < 1:
+            msg = f"max_tokens must be >= 1, got {self.max_tokens}"
+            raise ValueError(msg)
+        if not self.temperature > 0:
+            msg = f"temperature must be > 0, got {self.temperature}"
+            raise ValueError(msg)
+        if not 0 < self.top_p <= 1:
+            msg = f"top_p must be in (0, 1], got {self.top_p}"
+            raise ValueError(msg)
+        object.__setattr__(self, "stop", tuple(self.stop))
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """One sampled continuation (mirrors vLLM ``CompletionOutput``).
+
+    Attributes:
+        text: the generated text, cut before the stop string that ended it.
+        token_ids: every token sampled, including the one that completed a stop string
+            or the EOS token (as vLLM's ``token_ids``).
+        logprob_sum: sum over ``token_ids`` of the raw (temperature-1) log-probability of
+            each token, in nats; 0.0 for no tokens.
+        finish_reason: ``"stop"`` (a stop string), ``"eos"`` (the model's EOS token) or
+            ``"length"`` (``max_tokens`` reached).
+        stop_reason: the stop string that ended the text (as vLLM's ``stop_reason``),
+            None unless ``finish_reason == "stop"``.
+        prompt_tokens: tokens of the request's prompt (the same for its ``n`` continuations).
+    """
+
+    text: str
+    token_ids: tuple[int, ...]
+    logprob_sum: float
+    finish_reason: FinishReason
+    stop_reason: str | None = None
+    prompt_tokens: int = 0
+
+    @property
+    def num_tokens(self) -> int:
+        """Number of sampled tokens, ``len(token_ids)``."""
+        return len(self.token_ids)
+
+    @property
+    def mean_logprob(self) -> float:
+        """Mean log-probability per token in nats (``logprob_sum / num_tokens``; 0 if empty)."""
+        return self.logprob_sum / self.num_tokens if self.num_tokens else 0.0
+
+
+@dataclass
+class Candidate:
+    """A beam extended by one sampled step, as recorded in the trace.
+
+    Attributes:
+        beam_index: index of the parent beam in the step's beams.
+        text: the step text (without the step delimiter).
+        step_logprob: mean log-probability per token of the step, nats.
+        step_tokens: tokens of the step.
+        finished: the step closed the answer (end marker, EOS or empty).
+        pruned: removed by width pruning (no foresight rollout).
+        foresight_quality: ``F_t``, mean log-prob per token of its rollouts (nats); None if pruned.
+        step_value: ``V = F_t - baseline`` (paper eq. 8, nats); None if not computed.
+        deficit: ``D_t = F_best - F_t`` over the scored candidates (eq. 9, nats).
+        selected: chosen as a beam (or kept in the finished pool) for the next step.
+        rollout: the text of its first foresight rollout, if any.
+    """
+
+    beam_index: int
+    text: str
+    step_logprob: float
+    step_tokens: int
+    finished: bool = False
+    pruned: bool = False
+    foresight_quality: float | None = None
+    step_value: float | None = None
+    deficit: float | None = None
+    selected: bool = False
+    rollout: str | None = None
+
+
+@dataclass
+class StepTrace:
+    """What happened at one deliberation step.
+
+    Attributes:
+        step: index t, from 0.
+        candidates: every candidate sampled at this step.
+        mean_score: μ of the unfinished candidates' step log-probs (nats).
+        std_score: σ of the same (population standard deviation, nats).
+        prune_threshold: ``μ + λ1·σ`` (nats); candidates below it are pruned.
+        c_prune: ``F_best - (μ + λ1·σ)``, the deficit bound of eq. 10-11 (nats).
+        max_step_value: largest step value among the scored candidates (nats), or None.
+        stop_epsilon: ``ε_stop`` the convergence test compares ``max_step_value`` to.
+        converged: the convergence test fired at this step.
+    """
+
+    step: int
+    candidates: list[Candidate] = field(default_factory=list)
+    mean_score: float | None = None
+    std_score: float | None = None
+    prune_threshold: float | None = None
+    c_prune: float | None = None
+    max_step_value: float | None = None
+    stop_epsilon: float | None = None
+    converged: bool = False
+
+    @property
+    def num_pruned(self) -> int:
+        """Candidates removed by width pruning at this step."""
+        return sum(c.pruned for c in self.candidates)
+
+
+@dataclass
+class DecodeResult:
+    """What one decode returns, for every decoder (MFS, φ-Decoding, baselines).
+
+    Attributes:
+        text: the chosen reasoning path, completed to the end marker (marker removed).
+        answer: the extracted answer of ``text``'s vote group, or None.
+        vote_share: share of completed paths that voted for ``answer`` (0-1).
+        stop_reason: why deliberation ended (``"converged"``, ``"all_finished"``,
+            ``"max_steps"``, ``"greedy"``, ...).
+        prompt_tokens: prompt tokens over all generation requests (tokens).
+        output_tokens: generated tokens over all requests (tokens).
+        flops: ``6 · output_tokens · num_parameters`` (Kaplan et al., as the paper).
+        steps: per-step trace.
+        completions: every completed path's text.
+        completion_answers: the answer extracted from each completed path.
+        completion_qualities: each completed path's quality ``F`` (nats per token).
+        method: decoder name.
+        wall_seconds: wall-clock time of the decode, seconds (set by the engine).
+    """
+
+    text: str
+    answer: str | None
+    vote_share: float
+    stop_reason: str
+    prompt_tokens: int
+    output_tokens: int
+    flops: float
+    steps: list[StepTrace] = field(default_factory=list)
+    completions: list[str] = field(default_factory=list)
+    completion_answers: list[str | None] = field(default_factory=list)
+    completion_qualities: list[float] = field(default_factory=list)
+    method: str = "mfs"
+    wall_seconds: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field (steps and candidates included)."""
+        return dataclasses.asdict(self)
+
+    def to_json(self, **kwargs: Any) -> str:
+        """``json.dumps`` of :meth:`to_dict`; keyword arguments go to ``json.dumps``."""
+        return json.dumps(self.to_dict(), **kwargs)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DecodeResult:
+        """Rebuild a result written by :meth:`to_dict`."""
+        data = dict(data)
+        steps = []
+        for step in data.pop("steps", []):
+            step = dict(step)
+            step["candidates"] = [Candidate(**c) for c in step.get("candidates", [])]
+            steps.append(StepTrace(**step))
+        return cls(steps=steps, **data)
