@@ -118,5 +118,20 @@ class MFSSettings(BaseSettings):
         return self
 
     def backend_key(self) -> tuple:
-        """The fields that identify a loaded model: settings equal here share one backend."""
-        return (self.backend, self.model, self.device, self.dtype, self.batch_size)
+        """The fields that identify a loaded model: settings equal here share one backend.
+
+        ``device="auto"`` is resolved first (to ``"cuda"`` when torch sees a GPU, else
+        ``"cpu"``), so ``"auto"`` and the device it means share one loaded model.
+        """
+        return (self.backend, self.model, _resolve_device(self.device), self.dtype, self.batch_size)
+
+
+def _resolve_device(device: str) -> str:
+    """``"auto"`` as the device it selects (imports torch only when asked and installed)."""
+    if device != "auto":
+        return device
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
