@@ -166,6 +166,7 @@ class MFSParams(BaseModel):
             ValueError: a backend field given differs from the injected engine's.
             pydantic.ValidationError: an unknown field or a bad value (named).
         """
+        data = _rename_max_tokens(data)
         if engine is not None:
             if not isinstance(engine, MFSEngine):
                 msg = f"engine must be an MFSEngine, got {type(engine).__name__}"
@@ -216,8 +217,12 @@ class MFSParams(BaseModel):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        """Every setting, the decoder and the instance's stop sequences (LangChain's cache key)."""
-        return {**self.settings.model_dump(), "method": self.method, "stop": self.stop}
+        """Every setting, the decoder and the instance's stop sequences (LangChain's cache key).
+
+        The instance's ``stop`` is keyed ``instance_stop``: LangChain writes the call's own
+        ``stop`` under ``stop`` in the same dict, and both cut the text.
+        """
+        return {**self.settings.model_dump(), "method": self.method, "instance_stop": self.stop}
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
         """LangSmith's standard parameters; ``ls_max_tokens`` is ``max_answer_tokens``."""

@@ -19,7 +19,7 @@ from mfs_core.engine import MFSEngine
 from mfs_core.settings import MFSSettings
 from mfs_core.types import DecodeResult
 
-__all__ = ["ChatMFS"]
+__all__ = ["ChatMFS", "to_chat_dicts"]
 
 # Content blocks that describe the assistant's own actions rather than text to read: an AI
 # message's tool calls are rendered from ``message.tool_calls``, its reasoning is skipped.

@@ -39,8 +39,9 @@ class MFSReasoningTool(BaseTool):
     The tool's output is ``(content, artifact)``: called with a ``ToolCall`` it returns a
     ``ToolMessage`` whose ``artifact`` holds the full MFS result (``answer``,
     ``vote_share``, ``text``, ``stop_reason``, ``num_steps``, ``flops``, ``token_usage``,
-    ``trace``, ``model_name``). A blank question or a failed decode is reported to the
-    agent as an error message (``status="error"``) rather than raised.
+    ``trace``, ``model_name``). A blank question, a failed decode or one past the
+    model's ``timeout`` is reported to the agent as an error message (``status="error"``)
+    rather than raised.
 
     Example:
         .. code-block:: python
@@ -68,12 +69,12 @@ class MFSReasoningTool(BaseTool):
         """Answer ``question``; returns ``(content for the agent, full result)``.
 
         Raises:
-            ToolException: a blank question or a failed decode (handled as tool output).
+            ToolException: a blank question, a failed or timed-out decode (handled as tool output).
         """
         callbacks = run_manager.get_child() if run_manager else None
         try:
             result = self.llm.generate([question], callbacks=callbacks)
-        except (TypeError, ValueError, RuntimeError) as exc:
+        except (TypeError, ValueError, RuntimeError, TimeoutError) as exc:
             raise ToolException(f"{self.name} failed: {exc}") from exc
         return _content_and_artifact(result)
 
@@ -84,7 +85,7 @@ class MFSReasoningTool(BaseTool):
         callbacks = run_manager.get_child() if run_manager else None
         try:
             result = await self.llm.agenerate([question], callbacks=callbacks)
-        except (TypeError, ValueError, RuntimeError) as exc:
+        except (TypeError, ValueError, RuntimeError, TimeoutError) as exc:
             raise ToolException(f"{self.name} failed: {exc}") from exc
         return _content_and_artifact(result)
 

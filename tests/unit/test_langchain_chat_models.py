@@ -16,6 +16,7 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from langchain_tests.integration_tests import ChatModelIntegrationTests
 from langchain_tests.unit_tests import ChatModelUnitTests
 
 from langchain_mfs import ChatMFS
@@ -64,6 +65,28 @@ class TestChatMFSStandard(ChatModelUnitTests):
 def answer_script(request: GenerationRequest) -> list[Continuation]:
     """Every candidate step is the whole answer, ended by EOS: a decode takes one round."""
     return [continuation(ANSWER, mean_logprob=-0.3, finish_reason="eos")] * request.n
+
+
+class TestChatMFSStandardOnAScriptedBackend(ChatModelIntegrationTests):
+    """LangChain's standard integration tests on a scripted backend.
+
+    The LangChain side (invoke, stream and stream events v3, batch, usage, stop, message
+    histories) checked in a second, independent of what a checkpoint generates; the same
+    suite runs on the demo model in ``tests/integration/test_langchain_standard.py``.
+    """
+
+    @property
+    def chat_model_class(self) -> type[ChatMFS]:
+        return ChatMFS
+
+    @property
+    def chat_model_params(self) -> dict[str, Any]:
+        return {"engine": MFSEngine(ScriptedBackend(answer_script), SETTINGS)}
+
+    @property
+    def supports_model_override(self) -> bool:
+        # A per-call `model` loads that model; tested on the demo model (integration suite).
+        return False
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ def test_submodules_declare_all() -> None:
     from langchain_mfs import chat_models, llms, tools
 
     assert llms.__all__ == ["MFSLLM"]
-    assert chat_models.__all__ == ["ChatMFS"]
+    assert chat_models.__all__ == ["ChatMFS", "to_chat_dicts"]
     assert tools.__all__ == ["MFSReasoningInput", "MFSReasoningTool"]
 
 

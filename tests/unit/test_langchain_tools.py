@@ -3,6 +3,8 @@ agent invokes it, on a scripted backend. No model is loaded."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -103,3 +105,23 @@ def test_the_default_model_is_configured_by_environment_variables(monkeypatch: p
     monkeypatch.setenv("MFS_NUM_ROLLOUTS", "5")
     llm = MFSReasoningTool().llm
     assert (llm.step_beam_size, llm.num_rollouts) == (3, 5)
+
+
+class SlowBackend(ScriptedBackend):
+    """Answers like ``split_vote_script`` after ``delay`` seconds per call."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(split_vote_script)
+        self.delay = delay
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Continuation]]:
+        time.sleep(self.delay)
+        return super().generate(requests)
+
+
+def test_a_decode_past_the_timeout_comes_back_as_an_error_message() -> None:
+    llm = MFSLLM(engine=MFSEngine(SlowBackend(delay=0.3), SETTINGS), timeout=0.05)
+    call = ToolCall(name="mfs_reasoning", args={"question": QUESTION}, id="call-4", type="tool_call")
+    message = MFSReasoningTool(llm=llm).invoke(call)
+    assert message.status == "error"
+    assert message.content == "mfs_reasoning failed: 1 MFS decode(s) did not finish within timeout=0.05 s (they still run in the engine)"
