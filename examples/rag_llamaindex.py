@@ -6,8 +6,10 @@ retriever (``llama-index-retrievers-bm25``, no embedding model) and the bundled 
 The demo model understands short arithmetic word problems in its chat format, so the
 documents are story sentences and the query engine's prompt template puts the retrieved
 sentence in front of the question: the model sees one word problem, e.g. "Maria has 24
-stickers. Then Maria buys 5 more stickers. How many stickers does Maria have now?". The
-answer needs the number from the retrieved document (24) and one addition (24 + 5 = 29).
+stickers. Then Maria buys 5 more stickers. Maria gives 9 stickers to a neighbor. How many
+stickers does Maria have now?". The answer needs the number from the retrieved document
+(24), an addition and a subtraction (24 + 5 = 29, 29 - 9 = 20): the demo model was trained
+on 2-4 operations, and a one-operation question is outside what it learned.
 
 The query is answered twice, once normally and once streaming.
 """
@@ -50,8 +52,8 @@ DOCUMENTS = [
 ]
 """Story sentences, one fact each; only one of them answers :data:`QUESTION`."""
 
-QUESTION = "Then Maria buys 5 more stickers. How many stickers does Maria have now?"
-EXPECTED_ANSWER = "29"
+QUESTION = "Then Maria buys 5 more stickers. Maria gives 9 stickers to a neighbor. How many stickers does Maria have now?"
+EXPECTED_ANSWER = "20"
 
 QA_TEMPLATE = PromptTemplate("{context_str} {query_str}")
 """The retrieved sentence, then the question: one word problem for the demo model."""

@@ -116,7 +116,7 @@ def test_streaming_query_streams_the_same_answer(example: ModuleType, chat_event
 def test_rag_example_answers_correctly(
     example: ModuleType, capsys: pytest.CaptureFixture[str], dispatcher_handlers: None
 ) -> None:
-    """Demo model answers correctly: 24 stickers from the retrieved document, plus 5, is 29."""
+    """Demo model answers correctly: 24 stickers from the retrieved document, plus 5, minus 9, is 20."""
     example.main()
     out = capsys.readouterr().out
     assert "retrieved: 'Maria has 24 stickers.'" in out
