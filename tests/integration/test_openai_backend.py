@@ -84,6 +84,18 @@ def test_generate_matches_the_transformers_backend(completion_server: Completion
     assert step["return_token_ids"] is True
 
 
+def test_transformers_samples_do_not_depend_on_the_batch(demo_backend: TransformersBackend) -> None:
+    """What makes HTTP (one request per call) equal in-process (one call per round)."""
+    requests = round_of_requests(demo_backend)
+    batched = demo_backend.generate(requests)
+    alone = [demo_backend.generate([request])[0] for request in requests]
+    # Chunks of 3 rows: a request (n = 3, 3, 2, 2) is never split across chunks.
+    small_chunks = TransformersBackend(demo_backend.model, demo_backend.tokenizer, "mfs-demo", batch_size=3)
+    chunked = small_chunks.generate(requests)
+    for outputs in (alone, chunked):
+        assert [[c.token_ids for c in r] for r in outputs] == [[c.token_ids for c in r] for r in batched]
+
+
 def test_mfs_through_http_equals_in_process(completion_server: CompletionServer, demo_backend: TransformersBackend) -> None:
     settings = MFSSettings(step_beam_size=2, num_rollouts=2, max_steps=2, max_step_tokens=16, max_answer_tokens=48, seed=3)
     local = MFSEngine(demo_backend, settings).decode([QUESTION])[0]
