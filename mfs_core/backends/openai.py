@@ -308,6 +308,7 @@ class OpenAIBackend:
         self._client: Any = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._async_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._warned_tokenizer = False
 
     @classmethod
     def from_settings(cls, settings: MFSSettings) -> OpenAIBackend:
@@ -508,7 +509,13 @@ class OpenAIBackend:
             body = json.loads(response.content)
         except (ValueError, UnicodeDecodeError) as exc:
             return _Fault(f"malformed JSON ({exc}): {response.content[:120]!r}")
-        return parse_completion(body, request, url=url, prompt_tokens=prompt_tokens)
+        continuations = parse_completion(body, request, url=url, prompt_tokens=prompt_tokens)
+        served = continuations[0].prompt_tokens if continuations else prompt_tokens
+        if prompt_tokens is not None and served != prompt_tokens and not self._warned_tokenizer:
+            self._warned_tokenizer = True
+            logger.warning("%s counted %d prompt tokens where the local tokenizer counts %d: is the tokenizer the "
+                           "served model's?", url, served, prompt_tokens)
+        return continuations
 
     def _failed(self, index: int, replica: int, fault: _Fault) -> OpenAIBackendError:
         urls = sorted({self._url(replica, attempt) for attempt in range(self.max_retries + 1)})

@@ -231,3 +231,50 @@ def test_servers_and_client_options_change_the_backend_key() -> None:
                    {"tokenizer": "/tok"}, {"num_parameters": 8}):
         assert MFSSettings(**{**base.model_dump(), **change}).backend_key() != base.backend_key(), change
     assert "secret" not in repr(MFSSettings(api_key="secret").backend_key())
+
+
+class StubResponse:
+    """What ``OpenAIBackend`` reads of an ``httpx.Response``."""
+
+    def __init__(self, status_code: int, content: bytes, headers: dict[str, str] | None = None) -> None:
+        self.status_code = status_code
+        self.content = content
+        self.headers = {k.lower(): v for k, v in (headers or {}).items()}
+
+
+def test_response_status_mapping() -> None:
+    import json
+
+    from mfs_core.backends.openai import _Fault
+
+    backend = make_backend()
+    request = GenerationRequest(prompt="p")
+    url = "http://replica-a:8000/v1/completions"
+    outcome = backend._outcome(url, request, None, StubResponse(429, b'{"error": {"message": "slow down"}}', {"Retry-After": "3"}))
+    assert outcome == _Fault("HTTP 429: slow down", 3.0)
+    assert backend._outcome(url, request, None, StubResponse(502, b"bad gateway")) == _Fault("HTTP 502: bad gateway", None)
+    assert backend._delay(0, _Fault("x")) == 0.5 and backend._delay(3, _Fault("x")) == 4.0
+    assert backend._delay(10, _Fault("x")) == 30.0 and backend._delay(0, _Fault("x", 3.0)) == 3.0
+    malformed = backend._outcome(url, request, None, StubResponse(200, b'{"choices": ['))
+    assert isinstance(malformed, _Fault) and malformed.message.startswith("malformed JSON")
+    too_long = b'{"object": "error", "message": "This model\'s maximum context length is 64 tokens.", "code": 400}'
+    with pytest.raises(ContextWindowError, match="maximum context length is 64"):
+        backend._outcome(url, request, None, StubResponse(400, too_long))
+    with pytest.raises(OpenAIBackendError, match="HTTP 401: bad key"):
+        backend._outcome(url, request, None, StubResponse(401, b'{"error": {"message": "bad key"}}'))
+    ok = json.dumps(response(choice(0, "a", [-1.0], stop_reason=None), prompt_tokens=5)).encode()
+    assert backend._outcome(url, request, 5, StubResponse(200, ok))[0].prompt_tokens == 5
+
+
+def test_a_tokenizer_that_counts_differently_is_reported(caplog: pytest.LogCaptureFixture) -> None:
+    import json
+
+    backend = make_backend()
+    body = json.dumps(response(choice(0, "a", [-1.0], stop_reason=None), prompt_tokens=9)).encode()
+    with caplog.at_level("WARNING", logger="mfs_core.backends.openai"):
+        result = backend._outcome("http://h/v1/completions", GenerationRequest(prompt="p"), 5, StubResponse(200, body))
+        backend._outcome("http://h/v1/completions", GenerationRequest(prompt="p"), 5, StubResponse(200, body))
+    assert result[0].prompt_tokens == 9  # the server's count wins
+    assert [r.message for r in caplog.records].count(
+        "http://h/v1/completions counted 9 prompt tokens where the local tokenizer counts 5: is the tokenizer the "
+        "served model's?") == 1
