@@ -5,6 +5,7 @@ left-padded batch (split into chunks of ``batch_size`` sequences only to bound m
 splitting a request unless its ``n`` alone exceeds ``batch_size``),
 ``n`` rows per request, with its own temperature, top-p, stop strings, token budget and
 ``torch.Generator`` (so a request's samples do not depend on what else is in the batch).
+A ``greedy`` request takes the argmax of the logits at every step (ties to the lowest id).
 Sampling is plain ancestral sampling (no top-k); the log-probabilities reported are the raw
 ones (``log_softmax`` of the unscaled logits, temperature 1), as vLLM reports by default.
 
@@ -224,16 +225,18 @@ class TransformersBackend:
             probs = torch.softmax(logits / temperature, dim=-1)
             if bool((top_p < 1).any()):
                 probs = _top_p_filter(probs, top_p)
-            # Only unfinished rows draw from their request's generator, so how many draws a
-            # request makes never depends on when finished rows of the batch are dropped.
-            tokens = torch.full((len(active),), pad, dtype=torch.long, device=device)
+            tokens = torch.empty(len(active), dtype=torch.long, device=device)
+            tokens.fill_(pad)
             by_request: dict[int, list[int]] = {}
             for pos, row_index in enumerate(active):
-                if rows[row_index].finish_reason is None:
+                if rows[row_index].finish_reason is None:  # finished rows draw nothing
                     by_request.setdefault(rows[row_index].request, []).append(pos)
             for request_index, positions_of_request in by_request.items():
                 index = torch.tensor(positions_of_request, device=device)
-                tokens[index] = torch.multinomial(probs[index], 1, generator=generators[request_index]).squeeze(1)
+                if requests[request_index].greedy:
+                    tokens[index] = logits[index].argmax(dim=-1)  # first index among ties
+                else:
+                    tokens[index] = torch.multinomial(probs[index], 1, generator=generators[request_index]).squeeze(1)
             chosen = raw.gather(1, tokens.unsqueeze(1)).squeeze(1).tolist()
             token_list = tokens.tolist()
             for pos, row_index in enumerate(active):
