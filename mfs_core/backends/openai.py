@@ -10,7 +10,8 @@ extensions follow vLLM 0.33.0 (``vllm/entrypoints/openai/completion/protocol.py`
 
 Each POST body holds ``model``, ``prompt``, ``n``, ``max_tokens`` (vLLM's default is 16: always
 sent, clamped to the context window when the prompt length is known), ``temperature``,
-``top_p``, ``stop``, ``seed`` and ``logprobs=1``; with ``vllm_extensions`` (default) also
+``top_p``, ``stop``, ``seed`` and ``logprobs=1`` (a greedy request: ``temperature=0``, the
+greedy sampling of vLLM and OpenAI); with ``vllm_extensions`` (default) also
 ``return_token_ids=true`` (the sampled token ids come back) and, when the prompt already
 opens with the tokenizer's BOS text, ``add_special_tokens=false`` (no second BOS, as the
 other backends). Log-probs are vLLM's raw ones (its default ``logprobs_mode``); the server's
@@ -471,7 +472,8 @@ class OpenAIBackend:
                 max_tokens = min(max_tokens, window - prompt_tokens)
                 if self.vllm_extensions and _hf.starts_with_bos(self.tokenizer, request.prompt):
                     body["add_special_tokens"] = False
-            body.update(n=request.n, max_tokens=max_tokens, temperature=request.temperature, top_p=request.top_p,
+            temperature = 0.0 if request.greedy else request.temperature  # 0: the server's greedy sampling
+            body.update(n=request.n, max_tokens=max_tokens, temperature=temperature, top_p=request.top_p,
                         stop=list(request.stop), seed=request.seed, logprobs=1)
             if self.vllm_extensions:
                 body["return_token_ids"] = True

@@ -10,7 +10,8 @@ vLLM 0.10: ``LLM(model, ...)``, ``LLM.generate(prompts, sampling_params, use_tqd
 
 One :meth:`VLLMBackend.generate` call is one ``LLM.generate`` call: every request of the
 round, each as a tokenized prompt (``{"prompt_token_ids": [...]}``) with its own
-``SamplingParams(n, temperature, top_p, max_tokens, stop, seed, logprobs=0)``. vLLM's
+``SamplingParams(n, temperature, top_p, max_tokens, stop, seed, logprobs=0)`` (a greedy
+request: ``temperature=0``). vLLM's
 scheduler batches them (continuous batching) and, with prefix caching on, shares the KV
 cache of the prompt prefix that a question's beams, candidates and rollouts have in common.
 
@@ -189,13 +190,17 @@ class VLLMBackend:
         return _hf.render_chat(self._tokenizer, messages)
 
     def sampling_params(self, request: GenerationRequest, max_tokens: int) -> Any:
-        """The ``SamplingParams`` of one request (``max_tokens`` already clamped to the window)."""
+        """The ``SamplingParams`` of one request (``max_tokens`` already clamped to the window).
+
+        A ``greedy`` request is sent as ``temperature=0.0``, vLLM's greedy sampling (its
+        ``top_p`` and ``seed`` are then unused, as in the transformers backend).
+        """
         cls = self._sampling_params_cls
         if cls is None:
             cls = self._sampling_params_cls = _import_vllm().SamplingParams
         return cls(
-            n=request.n, temperature=request.temperature, top_p=request.top_p, max_tokens=max_tokens,
-            stop=list(request.stop), seed=request.seed, logprobs=0,
+            n=request.n, temperature=0.0 if request.greedy else request.temperature, top_p=request.top_p,
+            max_tokens=max_tokens, stop=list(request.stop), seed=request.seed, logprobs=0,
         )
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Continuation]]:

@@ -17,9 +17,9 @@ transformers backend's (a doubled BOS) is refused with a 400, so a client that f
 Faults are scripted: :meth:`CompletionServer.inject` queues :class:`Fault` objects, and each
 POST to ``/v1/completions`` takes the next one (if any) before it is served.
 
-The fixtures at the bottom (``demo_backend``, ``completion_server``, ``make_server``) are
-imported by the tests that use them; tests that open sockets carry
-``@pytest.mark.enable_socket``.
+The fixtures at the bottom (``warm_backend``, ``completion_server``, ``make_server``) are
+imported by the tests that use them (``demo_backend`` comes from ``tests/conftest.py``); tests
+that open sockets carry ``@pytest.mark.enable_socket``.
 """
 
 from __future__ import annotations
@@ -36,10 +36,9 @@ from typing import Any
 import pytest
 
 from mfs_core.backends.transformers import TransformersBackend
-from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest
 
-__all__ = ["CompletionServer", "Fault", "completion_server", "demo_backend", "make_server", "teacher_forced_logprobs"]
+__all__ = ["CompletionServer", "Fault", "completion_server", "make_server", "teacher_forced_logprobs", "warm_backend"]
 
 
 @dataclass(frozen=True)
@@ -171,10 +170,11 @@ class CompletionServer:
                        f"{len(ids) + max_tokens} tokens ({len(ids)} in the messages, {max_tokens} in the completion).")
             return 400, {"error": {"message": message, "code": 400}}
         stop = body.get("stop") or []
-        request = GenerationRequest(
+        temperature = float(body.get("temperature", 1.0))
+        request = GenerationRequest(  # temperature 0 is greedy, as in vLLM
             prompt=prompt, n=int(body.get("n", 1)), max_tokens=max_tokens,
-            stop=(stop,) if isinstance(stop, str) else tuple(stop),
-            temperature=float(body.get("temperature", 1.0)), top_p=float(body.get("top_p", 1.0)), seed=body.get("seed"),
+            stop=(stop,) if isinstance(stop, str) else tuple(stop), temperature=temperature or 1.0,
+            top_p=float(body.get("top_p", 1.0)), seed=body.get("seed"), greedy=temperature == 0,
         )
         with self._lock:
             continuations = self.backend.generate([request])[0]
@@ -271,24 +271,23 @@ class _Handler(BaseHTTPRequestHandler):
 
 # --- fixtures ---------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def demo_backend() -> TransformersBackend:
-    """The transformers backend over the bundled demo model (loaded and warmed up once per module).
+def warm_backend(demo_backend: TransformersBackend) -> TransformersBackend:
+    """The session's demo backend (``tests/conftest.py``) after one small generate call.
 
     The first forward pass of a process is slow (seconds); it happens here, not inside a
     test whose timing or timeouts matter.
     """
-    backend = TransformersBackend.from_settings(MFSSettings())
-    backend.generate([GenerationRequest(prompt="warm up", n=2, max_tokens=2, seed=0)])
-    return backend
+    demo_backend.generate([GenerationRequest(prompt="warm up", n=2, max_tokens=2, seed=0)])
+    return demo_backend
 
 
 @pytest.fixture
-def make_server(demo_backend: TransformersBackend) -> Iterator[Any]:
+def make_server(warm_backend: TransformersBackend) -> Iterator[Any]:
     """A factory of started :class:`CompletionServer` objects, all stopped after the test."""
     servers: list[CompletionServer] = []
 
     def make(**kwargs: Any) -> CompletionServer:
-        server = CompletionServer(demo_backend, **kwargs).start()
+        server = CompletionServer(warm_backend, **kwargs).start()
         servers.append(server)
         return server
 

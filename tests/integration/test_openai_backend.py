@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import pytest
-from openai_server import CompletionServer, Fault, completion_server, demo_backend, make_server  # noqa: F401
+from openai_server import CompletionServer, Fault, completion_server, make_server, warm_backend  # noqa: F401
 from typer.testing import CliRunner
 
 from mfs_core.backends import ContextWindowError
@@ -64,6 +64,7 @@ def round_of_requests(backend: TransformersBackend) -> list[GenerationRequest]:
 
 def test_generate_matches_the_transformers_backend(completion_server: CompletionServer, demo_backend: TransformersBackend) -> None:
     requests = round_of_requests(demo_backend)
+    requests.append(GenerationRequest(prompt=requests[0].prompt, n=2, max_tokens=24, stop=("\n",), greedy=True))
     with client(completion_server) as http:
         remote = within(60, lambda: http.generate(requests))
     local = demo_backend.generate(requests)
@@ -82,6 +83,7 @@ def test_generate_matches_the_transformers_backend(completion_server: Completion
         3, 24, 0.7, 1.0, ["\n", "<end_of_reasoning>"], 1)
     assert step["add_special_tokens"] is False  # the chat template wrote the BOS
     assert step["return_token_ids"] is True
+    assert [body["temperature"] for body in sent].count(0.0) == 1  # the greedy request
 
 
 def test_transformers_samples_do_not_depend_on_the_batch(demo_backend: TransformersBackend) -> None:

@@ -163,6 +163,11 @@ def test_payload_has_every_sampling_field() -> None:
     assert (replica0, replica1) == (0, 1)
 
 
+def test_greedy_request_is_sent_with_temperature_zero() -> None:
+    body = make_backend()._prepare([GenerationRequest(prompt="p", temperature=0.7, greedy=True)])[0][2]
+    assert (body["temperature"], body["logprobs"]) == (0.0, 1)
+
+
 def test_plain_openai_payload_without_vllm_extensions() -> None:
     backend = make_backend(vllm_extensions=False)
     body = backend._prepare([GenerationRequest(prompt="<s>chat")])[0][2]
