@@ -10,8 +10,8 @@ extensions follow vLLM 0.33.0 (``vllm/entrypoints/openai/completion/protocol.py`
 
 Each POST body holds ``model``, ``prompt``, ``n``, ``max_tokens`` (vLLM's default is 16: always
 sent, clamped to the context window when the prompt length is known), ``temperature``,
-``top_p``, ``stop``, ``seed`` and ``logprobs=1`` (a greedy request: ``temperature=0``, the
-greedy sampling of vLLM and OpenAI); with ``vllm_extensions`` (default) also
+``top_p``, ``stop``, ``seed`` and ``logprobs=1`` (a greedy request: ``temperature=0`` and
+``n=1``, its answer repeated ``n`` times); with ``vllm_extensions`` (default) also
 ``return_token_ids=true`` (the sampled token ids come back) and, when the prompt already
 opens with the tokenizer's BOS text, ``add_special_tokens=false`` (no second BOS, as the
 other backends). Log-probs are vLLM's raw ones (its default ``logprobs_mode``); the server's
@@ -186,7 +186,8 @@ def parse_completion(
         prompt_tokens: prompt tokens to report when the body has no ``usage``.
 
     Returns:
-        ``request.n`` continuations in ``choices[].index`` order.
+        ``request.n`` continuations in ``choices[].index`` order (a greedy request was sent
+        with ``n=1``: its one choice is repeated ``request.n`` times).
 
     Raises:
         MissingLogprobsError: a choice has no ``logprobs.token_logprobs`` or a null entry.
@@ -197,10 +198,11 @@ def parse_completion(
     if not isinstance(choices, list):
         msg = f"{url} answered without a 'choices' list: {json.dumps(body)[:200]}"
         raise OpenAIBackendError(msg)
-    if len(choices) != request.n:
-        msg = f"{url} returned {len(choices)} choices for n={request.n}"
+    sent = 1 if request.greedy else request.n
+    if len(choices) != sent:
+        msg = f"{url} returned {len(choices)} choices for n={sent}"
         raise OpenAIBackendError(msg)
-    if sorted(c.get("index", -1) for c in choices) == list(range(request.n)):
+    if sorted(c.get("index", -1) for c in choices) == list(range(sent)):
         choices = sorted(choices, key=lambda c: c["index"])
     usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
     if isinstance(usage.get("prompt_tokens"), int):
@@ -232,7 +234,7 @@ def parse_completion(
             Continuation(text=str(choice.get("text", "")), token_ids=token_ids, logprob_sum=float(sum(token_logprobs)),
                          finish_reason=finish, stop_reason=stop_reason, prompt_tokens=int(prompt_tokens or 0))
         )
-    return results
+    return results * request.n if request.greedy else results
 
 
 class OpenAIBackend:
@@ -472,8 +474,9 @@ class OpenAIBackend:
                 max_tokens = min(max_tokens, window - prompt_tokens)
                 if self.vllm_extensions and _hf.starts_with_bos(self.tokenizer, request.prompt):
                     body["add_special_tokens"] = False
-            temperature = 0.0 if request.greedy else request.temperature  # 0: the server's greedy sampling
-            body.update(n=request.n, max_tokens=max_tokens, temperature=temperature, top_p=request.top_p,
+            # Greedy: temperature 0 and n=1 (vLLM refuses n > 1 when greedy); the answer is repeated n times.
+            n, temperature = (1, 0.0) if request.greedy else (request.n, request.temperature)
+            body.update(n=n, max_tokens=max_tokens, temperature=temperature, top_p=request.top_p,
                         stop=list(request.stop), seed=request.seed, logprobs=1)
             if self.vllm_extensions:
                 body["return_token_ids"] = True

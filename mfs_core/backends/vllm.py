@@ -193,13 +193,16 @@ class VLLMBackend:
         """The ``SamplingParams`` of one request (``max_tokens`` already clamped to the window).
 
         A ``greedy`` request is sent as ``temperature=0.0``, vLLM's greedy sampling (its
-        ``top_p`` and ``seed`` are then unused, as in the transformers backend).
+        ``top_p`` and ``seed`` are then unused, as in the transformers backend), with ``n=1``:
+        vLLM refuses ``n > 1`` under greedy sampling, and the one continuation is repeated
+        ``n`` times on the way back (the ``n`` identical ones the transformers backend returns).
         """
         cls = self._sampling_params_cls
         if cls is None:
             cls = self._sampling_params_cls = _import_vllm().SamplingParams
         return cls(
-            n=request.n, temperature=0.0 if request.greedy else request.temperature, top_p=request.top_p,
+            n=1 if request.greedy else request.n, temperature=0.0 if request.greedy else request.temperature,
+            top_p=request.top_p,
             max_tokens=max_tokens, stop=list(request.stop), seed=request.seed, logprobs=0,
         )
 
@@ -242,11 +245,13 @@ class VLLMBackend:
 def _continuations(index: int, request: GenerationRequest, output: Any, prompt_len: int) -> list[Continuation]:
     """Map one ``RequestOutput`` onto ``request.n`` continuations."""
     completions = sorted(output.outputs, key=lambda c: c.index)
-    if len(completions) != request.n:
-        msg = f"vLLM returned {len(completions)} outputs for request {index} with n={request.n}"
+    sent = 1 if request.greedy else request.n
+    if len(completions) != sent:
+        msg = f"vLLM returned {len(completions)} outputs for request {index} with n={sent}"
         raise VLLMOutputError(msg)
     prompt_tokens = len(output.prompt_token_ids) if output.prompt_token_ids is not None else prompt_len
-    return [_continuation(index, c, prompt_tokens) for c in completions]
+    continuations = [_continuation(index, c, prompt_tokens) for c in completions]
+    return continuations * request.n if request.greedy else continuations
 
 
 def _continuation(index: int, completion: Any, prompt_tokens: int) -> Continuation:

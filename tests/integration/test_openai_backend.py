@@ -83,7 +83,8 @@ def test_generate_matches_the_transformers_backend(completion_server: Completion
         3, 24, 0.7, 1.0, ["\n", "<end_of_reasoning>"], 1)
     assert step["add_special_tokens"] is False  # the chat template wrote the BOS
     assert step["return_token_ids"] is True
-    assert [body["temperature"] for body in sent].count(0.0) == 1  # the greedy request
+    greedy = [body for body in sent if body["temperature"] == 0.0]
+    assert len(greedy) == 1 and greedy[0]["n"] == 1  # sent once, repeated n = 2 times on the way back
 
 
 def test_transformers_samples_do_not_depend_on_the_batch(demo_backend: TransformersBackend) -> None:
@@ -98,22 +99,32 @@ def test_transformers_samples_do_not_depend_on_the_batch(demo_backend: Transform
         assert [[c.token_ids for c in r] for r in outputs] == [[c.token_ids for c in r] for r in batched]
 
 
-def test_mfs_through_http_equals_in_process(completion_server: CompletionServer, demo_backend: TransformersBackend) -> None:
-    settings = MFSSettings(step_beam_size=2, num_rollouts=2, max_steps=2, max_step_tokens=16, max_answer_tokens=48, seed=3)
-    local = MFSEngine(demo_backend, settings).decode([QUESTION])[0]
+QUESTIONS = [QUESTION, "Sam has 9 pens. He gives away 5 pens. How many pens does Sam have now?"]
+
+
+@pytest.mark.parametrize("seed", [3, 9])
+def test_mfs_through_http_equals_in_process(
+    completion_server: CompletionServer, demo_backend: TransformersBackend, seed: int
+) -> None:
+    """Two questions decoded together: one batched call per round in-process, one POST per request over HTTP."""
+    settings = MFSSettings(step_beam_size=2, num_rollouts=2, max_steps=2, max_step_tokens=16, max_answer_tokens=48,
+                           seed=seed)
+    local = MFSEngine(demo_backend, settings).decode(QUESTIONS)
     http_settings = MFSSettings(**{**settings.model_dump(), "backend": "openai", "base_urls": [completion_server.url]})
     engine = MFSEngine.from_settings(http_settings)
     assert isinstance(engine.backend, OpenAIBackend)
-    remote = within(120, lambda: engine.decode([QUESTION])[0])
-    assert remote.answer == local.answer
-    assert remote.text == local.text
-    assert remote.completions == local.completions
-    assert remote.completion_answers == local.completion_answers
-    assert remote.stop_reason == local.stop_reason
-    assert (remote.prompt_tokens, remote.output_tokens, remote.flops) == (local.prompt_tokens, local.output_tokens, local.flops)
-    assert remote.flops > 0
-    assert [[c.text for c in s.candidates] for s in remote.steps] == [[c.text for c in s.candidates] for s in local.steps]
-    assert remote.completion_qualities == pytest.approx(local.completion_qualities, abs=1e-5)
+    remote = within(120, lambda: engine.decode(QUESTIONS))
+    for here, there in zip(local, remote):
+        assert there.answer == here.answer
+        assert there.text == here.text
+        assert there.completions == here.completions
+        assert there.completion_answers == here.completion_answers
+        assert there.stop_reason == here.stop_reason
+        assert (there.prompt_tokens, there.output_tokens, there.flops) == (here.prompt_tokens, here.output_tokens, here.flops)
+        assert there.flops > 0
+        assert [[c.text for c in s.candidates] for s in there.steps] == [[c.text for c in s.candidates] for s in here.steps]
+        assert [[c.pruned for c in s.candidates] for s in there.steps] == [[c.pruned for c in s.candidates] for s in here.steps]
+        assert there.completion_qualities == pytest.approx(here.completion_qualities, abs=1e-5)
     assert engine.stats.requests == len(completion_server.posts)
 
 

@@ -163,9 +163,12 @@ def test_payload_has_every_sampling_field() -> None:
     assert (replica0, replica1) == (0, 1)
 
 
-def test_greedy_request_is_sent_with_temperature_zero() -> None:
-    body = make_backend()._prepare([GenerationRequest(prompt="p", temperature=0.7, greedy=True)])[0][2]
-    assert (body["temperature"], body["logprobs"]) == (0.0, 1)
+def test_greedy_request_is_sent_once_with_temperature_zero() -> None:
+    request = GenerationRequest(prompt="p", n=3, temperature=0.7, greedy=True)
+    body = make_backend()._prepare([request])[0][2]
+    assert (body["temperature"], body["n"], body["logprobs"]) == (0.0, 1, 1)
+    results = parse_completion(response(choice(0, "a", [-1.0, -0.5], stop_reason=None, token_ids=[4, 2])), request)
+    assert [(c.text, c.token_ids, c.logprob_sum) for c in results] == [("a", (4, 2), -1.5)] * 3
 
 
 def test_plain_openai_payload_without_vllm_extensions() -> None:

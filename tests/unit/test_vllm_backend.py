@@ -214,11 +214,12 @@ def test_one_generate_call_with_one_sampling_params_per_request() -> None:
         assert getattr(first, name) == getattr(defaults, name), name
 
 
-def test_greedy_requests_are_temperature_zero() -> None:
+def test_greedy_requests_are_temperature_zero_and_sent_once() -> None:
     backend, llm = make_backend()
-    backend.generate([GenerationRequest(prompt="q", n=2, temperature=0.7, greedy=True)])
+    results = backend.generate([GenerationRequest(prompt="q", n=3, temperature=0.7, greedy=True)])
     params = llm.calls[0]["params"][0]
-    assert (params.temperature, params.n, params.logprobs) == (0.0, 2, 0)
+    assert (params.temperature, params.n, params.logprobs) == (0.0, 1, 0)  # vLLM refuses n > 1 when greedy
+    assert [c.token_ids for c in results[0]] == [(10, 11, EOS)] * 3
 
 
 def test_prompts_are_token_ids_without_a_second_bos() -> None:
