@@ -251,10 +251,10 @@ def test_dropped_connection_is_retried(completion_server: CompletionServer) -> N
 
 
 def test_a_dead_replica_fails_over(make_server: Callable[..., CompletionServer]) -> None:
+    live = make_server()  # bound first, so the dead server's port cannot be handed to it
     dead = make_server()
     dead_url = dead.url
     dead.stop()  # nothing listens on its port any more
-    live = make_server()
     requests = [GenerationRequest(prompt="Tom has 3 apples.", n=1, max_tokens=4, seed=s) for s in range(4)]
     with client([dead_url, live.url], **FAST) as http:
         results = within(30, lambda: http.generate(requests))
