@@ -11,9 +11,9 @@ vLLM 0.10: ``LLM(model, ...)``, ``LLM.generate(prompts, sampling_params, use_tqd
 One :meth:`VLLMBackend.generate` call is one ``LLM.generate`` call: every request of the
 round, each as a tokenized prompt (``{"prompt_token_ids": [...]}``) with its own
 ``SamplingParams(n, temperature, top_p, max_tokens, stop, seed, logprobs=0)`` (a greedy
-request: ``temperature=0``). vLLM's
-scheduler batches them (continuous batching) and, with prefix caching on, shares the KV
-cache of the prompt prefix that a question's beams, candidates and rollouts have in common.
+request: ``temperature=0`` and ``n=1``, its output repeated ``n`` times). vLLM's scheduler
+batches them (continuous batching) and, with prefix caching on, shares the KV cache of the
+prompt prefix that a question's beams, candidates and rollouts have in common.
 
 Why each parameter is sent:
 
