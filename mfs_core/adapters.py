@@ -1,18 +1,126 @@
 """Framework-neutral pieces the LangChain and LlamaIndex adapters share.
 
-Everything an adapter does beyond its framework's types lives here, once: cutting output at
-stop sequences, splitting a finished text into stream chunks, and turning a
-:class:`DecodeResult` into usage counts and metadata.
+Everything an adapter does beyond its framework's types lives here, once: building
+:class:`MFSSettings` from an adapter's fields and choosing the engine that decodes them,
+turning a chat message into the ``{"role", "content"}`` dict the chat template takes,
+cutting output at stop sequences, splitting a finished text into stream chunks, and turning
+a :class:`DecodeResult` into usage counts and metadata.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from mfs_core.engine import MFSEngine
+from mfs_core.settings import MFSSettings
 from mfs_core.types import DecodeResult
 
-__all__ = ["apply_stop", "result_metadata", "stream_chunks", "token_usage", "trace_summary"]
+__all__ = [
+    "apply_stop",
+    "chat_message",
+    "engine_for",
+    "result_metadata",
+    "settings_from_fields",
+    "stream_chunks",
+    "token_usage",
+    "trace_summary",
+]
+
+# Role names of the frameworks (LangChain message types, LlamaIndex ``MessageRole``,
+# OpenAI roles) mapped to the three roles every chat template knows.
+_ROLES = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "ai": "assistant",
+    "model": "assistant",
+    "chatbot": "assistant",
+    "tool": "tool",
+    "function": "tool",
+}
+
+
+def settings_from_fields(values: Mapping[str, Any], *, base: MFSSettings | None = None) -> MFSSettings:
+    """The :class:`MFSSettings` an adapter's field values describe.
+
+    Args:
+        values: field name -> value, every name a field of :class:`MFSSettings`. A None
+            value leaves that field to ``base`` (how adapters declare "not set").
+        base: settings the values change; None: ``MFSSettings()``, so ``MFS_*``
+            environment variables, then the defaults, fill every field not given.
+
+    Returns:
+        New frozen settings (``base`` is not changed).
+
+    Raises:
+        ValueError: a name is not a settings field (the message lists the unknown names).
+        pydantic.ValidationError: a value out of range (the message names field and value).
+    """
+    unknown = sorted(set(values) - set(MFSSettings.model_fields))
+    if unknown:
+        msg = f"not MFSSettings fields: {unknown}; known: {sorted(MFSSettings.model_fields)}"
+        raise ValueError(msg)
+    given = {name: value for name, value in values.items() if value is not None}
+    if base is None:
+        return MFSSettings(**given)
+    if not given:
+        return base
+    return MFSSettings(**{**base.model_dump(), **given})
+
+
+def engine_for(settings: MFSSettings, engine: MFSEngine | None = None) -> MFSEngine:
+    """The engine that decodes with ``settings``: ``engine`` if it holds the same model.
+
+    An injected ``engine`` is used whenever its backend fields (``settings.backend_key()``:
+    backend, model, device, dtype, batch size) equal those of ``settings``; otherwise the
+    engine shared by every caller with these backend fields (:meth:`MFSEngine.from_settings`,
+    which loads the model on first use). Pass ``settings`` to the engine's decode call;
+    the returned engine's own settings may differ in decoder fields.
+
+    Raises:
+        FileNotFoundError / ImportError: the model or the backend's dependencies are missing.
+    """
+    if engine is not None and engine.settings.backend_key() == settings.backend_key():
+        return engine
+    return MFSEngine.from_settings(settings)
+
+
+def chat_message(role: str, content: str, *, name: str | None = None) -> dict[str, str]:
+    """One chat message as the ``{"role", "content"}`` dict the model's chat template takes.
+
+    Roles are normalised to ``system`` / ``user`` / ``assistant``: ``human`` and ``user``
+    are the user; ``ai``, ``assistant``, ``model`` and ``chatbot`` the assistant;
+    ``system`` and ``developer`` the system. A tool (or function) result becomes a user
+    turn that says so, ``"Tool result (name): content"``: the chat templates MFS models
+    use (the demo model's among them) have no tool role, and a tool result is input the
+    model reads, as a user turn is.
+
+    Args:
+        role: the framework's role name (case-insensitive).
+        content: the message text.
+        name: the tool's name (tool results) or the speaker's; only tool results show it.
+
+    Returns:
+        ``{"role": ..., "content": ...}``.
+
+    Raises:
+        TypeError: ``content`` is not a string.
+        ValueError: an unknown role (the message lists the known ones).
+    """
+    if not isinstance(content, str):
+        msg = f"message content must be a string, got {type(content).__name__}: {content!r:.80}"
+        raise TypeError(msg)
+    normalised = _ROLES.get(str(role).lower())
+    if normalised is None:
+        msg = f"unknown chat role {role!r}; known: {sorted(_ROLES)}"
+        raise ValueError(msg)
+    if normalised == "tool":
+        label = f"Tool result ({name})" if name else "Tool result"
+        return {"role": "user", "content": f"{label}: {content}"}
+    return {"role": normalised, "content": content}
 
 
 def apply_stop(text: str, stop: Sequence[str] | None) -> str:

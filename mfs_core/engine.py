@@ -119,7 +119,13 @@ class _Scheduler:
                         self._worker = None
                         return
                 incoming, self._incoming = self._incoming, []
-            live.extend(job for job in incoming if self._advance(job, None))
+            # A future its caller cancelled before the worker took it up is dropped; once
+            # running it can no longer be cancelled, so set_result never meets a cancelled one.
+            started = [job for job in incoming if job.future.set_running_or_notify_cancel()]
+            for job in incoming:
+                if job not in started:
+                    job.decoder.close()
+            live.extend(job for job in started if self._advance(job, None))
             if not live:
                 continue
             batch = [request for job in live for request in job.pending]

@@ -224,11 +224,26 @@ class MFSSettings(BaseSettings):
         Besides the model, the servers and client options of ``backend='openai'`` and the
         engine arguments of ``backend='vllm'`` count, so engines that talk to different
         servers or engines never share a scheduler. The API key enters only as a digest.
+        ``device="auto"`` is resolved first (to ``"cuda"`` when torch sees a GPU, else
+        ``"cpu"``), so ``"auto"`` and the device it means share one loaded model; the device
+        counts only for ``backend='transformers'`` (the others never use it, and need no torch).
         """
+        device = _resolve_device(self.device) if self.backend == "transformers" else None
         api_key = hashlib.sha256(self.api_key.encode()).hexdigest()[:16] if self.api_key is not None else None
         return (
-            self.backend, self.model, self.device, self.dtype, self.batch_size,
+            self.backend, self.model, device, self.dtype, self.batch_size,
             tuple(self.base_urls), api_key, self.request_timeout, self.max_retries, self.tokenizer,
             self.num_parameters, self.tensor_parallel_size, self.gpu_memory_utilization, self.max_model_len,
             self.enable_prefix_caching, json.dumps(self.vllm_kwargs, sort_keys=True, default=repr),
         )
+
+
+def _resolve_device(device: str) -> str:
+    """``"auto"`` as the device it selects (imports torch only when asked and installed)."""
+    if device != "auto":
+        return device
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"

@@ -60,12 +60,17 @@ def finish_result(
     """Aggregate completed paths into a :class:`DecodeResult` (MFS_SPEC.md step 9).
 
     ``majority``: the most common extracted answer, ties broken by the highest ``F``; the
-    text is that answer's best path. ``best_quality``: the path with the highest ``F``;
+    text is that answer's best path (with no answer anywhere: the best-``F`` non-blank path). ``best_quality``: the path with the highest ``F``;
     its vote share is the share of paths that agree with its answer.
     """
     answers = [extract_answer(text) for text in completions]
     vote = majority_vote(answers, qualities)
     index = vote.index
+    if vote.answer is None:
+        # No path states an answer: the best-F path, preferring one with text.
+        nonblank = [i for i, text in enumerate(completions) if text.strip()]
+        if nonblank:
+            index = max(nonblank, key=lambda i: qualities[i])
     answer, share = vote.answer, vote.vote_share
     if settings.aggregation == "best_quality":
         index = int(np.argmax(qualities))

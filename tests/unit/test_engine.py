@@ -146,3 +146,28 @@ def test_unknown_method_is_rejected():
     engine = MFSEngine(synthetic_model(), SETTINGS)
     with pytest.raises(ValueError, match="unknown decoding method 'beam'"):
         engine.decode(["q"], method="beam")
+
+
+def test_a_cancelled_caller_does_not_take_down_the_worker():
+    import threading
+
+    gate = threading.Event()
+    inner = synthetic_model()
+
+    def generate(requests):
+        gate.wait(timeout=30)
+        return ScriptedBackend.generate(inner, requests)
+
+    inner.generate = generate
+    engine = MFSEngine(inner, SETTINGS)
+
+    async def cancel_one():
+        task = asyncio.ensure_future(engine.adecode(["cancelled question"]))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        gate.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_one())
+    assert engine.decode(["next question"])[0].answer is not None

@@ -205,3 +205,12 @@ def test_all_finished_stops_the_search():
     result = MFSEngine(backend, MFSSettings(prompt_format="raw", step_beam_size=2, num_rollouts=2)).decode(["Q:"])[0]
     assert result.stop_reason == "all_finished" and backend.num_calls == 1
     assert (result.answer, result.vote_share) == ("5", 1.0)
+
+
+def test_without_any_answer_the_best_nonblank_path_is_returned():
+    from mfs_core.decoders.common import TokenTally, finish_result
+
+    settings = MFSSettings()
+    result = finish_result(["", "3 + 4 = 7", "x"], [-0.1, -0.5, -0.9], settings, TokenTally(), stop_reason="max_steps",
+                           steps=[], method="mfs")
+    assert (result.answer, result.vote_share, result.text) == (None, 0.0, "3 + 4 = 7")

@@ -1,0 +1,178 @@
+"""``MFSLLM``: Martingale Foresight Sampling as a LangChain ``BaseLLM``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseLLM
+from langchain_core.outputs import Generation, GenerationChunk, LLMResult
+from pydantic import ConfigDict
+
+from langchain_mfs._base import MFSParams
+from mfs_core.adapters import apply_stop, result_metadata, stream_chunks, token_usage
+from mfs_core.engine import MFSEngine
+from mfs_core.settings import MFSSettings
+from mfs_core.types import DecodeResult
+
+__all__ = ["MFSLLM"]
+
+
+class MFSLLM(MFSParams, BaseLLM):
+    """Martingale Foresight Sampling (EACL 2026) as a LangChain LLM.
+
+    Each prompt is answered by an MFS search: candidate reasoning steps are sampled from M
+    beams, weak ones pruned, the rest scored by a foresight rollout, beams drawn by their
+    step value, until the martingale convergence test stops the search; the answer is the
+    majority vote of the completed paths. The decoding is :class:`mfs_core.MFSEngine`'s;
+    this class translates LangChain calls into engine requests and back.
+
+    - Prompts are rendered by ``prompt_format``: with ``"auto"`` (default) a prompt is the
+      user message of the model's chat template, followed by ``assistant_prefix``.
+    - ``batch()`` hands all prompts to ``_generate`` at once and the engine decodes them in
+      lockstep: one backend call per decoding round for the whole batch. Concurrent
+      ``ainvoke`` calls are decoded together too; async calls never block the event loop.
+    - ``stop`` (per instance and per call) cuts the returned text before the first stop
+      sequence; it does not shorten the search.
+    - **Streaming:** MFS chooses the whole answer before anything is streamed (the vote
+      needs every completed path). ``stream``/``astream`` then yield that final text in
+      chunks, firing ``on_llm_new_token`` for each, so a UI can show it progressively.
+    - ``llm_output["token_usage"]`` sums prompt, completion and total tokens of every
+      generation request of the search; each generation's ``generation_info`` holds the
+      extracted ``answer``, ``vote_share``, ``stop_reason``, ``num_steps``, ``flops``,
+      ``output_tokens``, ``method``, ``wall_seconds``, ``trace`` and ``token_usage``.
+    - A call may change any setting: ``llm.invoke(q, step_beam_size=4)`` or ``.bind(...)``.
+      Another ``model`` loads (once) and decodes with that model.
+
+    Instances with the same backend fields (backend, model, device, dtype, batch size)
+    share one loaded model and one engine worker, so their requests batch together.
+
+    Example:
+        .. code-block:: python
+
+            from langchain_mfs import MFSLLM
+
+            llm = MFSLLM(step_beam_size=4, num_rollouts=4)
+            llm.invoke("Tom has 3 apples. He buys 4 more apples. How many apples does Tom have now?")
+            # '3 + 4 = 7\\nThe answer is: \\\\boxed{7}.'
+    """
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=(), arbitrary_types_allowed=True)
+
+    @property
+    def _llm_type(self) -> str:
+        return "mfs"
+
+    # --- LangChain hooks ---------------------------------------------------------------
+    def _generate(
+        self,
+        prompts: list[str],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> LLMResult:
+        """Decode every prompt with MFS in lockstep (one backend call per round).
+
+        Args:
+            prompts: P prompts, each a non-blank string.
+            stop: stop sequences of this call, applied with the instance's ``stop``.
+            run_manager: LangChain's callback manager (unused: nothing streams here).
+            **kwargs: per-call settings (``step_beam_size=4``, ``max_tokens``, ``method``...).
+
+        Returns:
+            P generations (one each) and ``llm_output`` with ``token_usage`` and ``model_name``.
+
+        Raises:
+            ValueError / TypeError: no prompts, or prompt i is empty or not a string (the
+                message names i); an unknown keyword or a bad setting.
+            TimeoutError: not done within ``timeout`` seconds.
+        """
+        results, model_name = self._decode(lambda engine, settings: _render(engine, settings, prompts), kwargs)
+        return self._llm_result(results, stop, model_name)
+
+    async def _agenerate(
+        self,
+        prompts: list[str],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> LLMResult:
+        """Async :meth:`_generate`: awaits the engine without blocking the event loop."""
+        results, model_name = await self._adecode(lambda engine, settings: _render(engine, settings, prompts), kwargs)
+        return self._llm_result(results, stop, model_name)
+
+    def _stream(
+        self,
+        prompt: str,
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[GenerationChunk]:
+        """Decode ``prompt``, then yield the final text in chunks (MFS decides before streaming).
+
+        Fires ``run_manager.on_llm_new_token`` for each chunk; the last chunk carries the
+        ``generation_info`` of :meth:`_generate`. Raises as :meth:`_generate`.
+        """
+        results, model_name = self._decode(lambda engine, settings: _render(engine, settings, [prompt]), kwargs)
+        for chunk in self._chunks(results[0], stop, model_name):
+            if run_manager:
+                run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
+
+    async def _astream(
+        self,
+        prompt: str,
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[GenerationChunk]:
+        """Async :meth:`_stream`: decodes without blocking the event loop, then yields chunks."""
+        results, model_name = await self._adecode(
+            lambda engine, settings: _render(engine, settings, [prompt]), kwargs
+        )
+        for chunk in self._chunks(results[0], stop, model_name):
+            if run_manager:
+                await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
+
+    # --- results -----------------------------------------------------------------------
+    def _llm_result(self, results: Sequence[DecodeResult], stop: list[str] | None, model_name: str) -> LLMResult:
+        stops = self._stops(stop)
+        generations = [
+            [Generation(text=apply_stop(result.text, stops), generation_info=_generation_info(result))]
+            for result in results
+        ]
+        usages = [token_usage(result) for result in results]
+        total = {key: sum(usage[key] for usage in usages) for key in usages[0]}
+        return LLMResult(generations=generations, llm_output={"token_usage": total, "model_name": model_name})
+
+    def _chunks(self, result: DecodeResult, stop: list[str] | None, model_name: str) -> Iterator[GenerationChunk]:
+        pieces = list(stream_chunks(apply_stop(result.text, self._stops(stop)))) or [""]
+        info = {**_generation_info(result), "model_name": model_name}
+        for i, piece in enumerate(pieces):
+            yield GenerationChunk(text=piece, generation_info=info if i == len(pieces) - 1 else None)
+
+
+def _generation_info(result: DecodeResult) -> dict[str, Any]:
+    return {**result_metadata(result), "token_usage": token_usage(result)}
+
+
+def _render(engine: MFSEngine, settings: MFSSettings, prompts: Sequence[str]) -> list[str]:
+    """Model prompts for ``prompts`` under ``settings.prompt_format``.
+
+    Raises:
+        ValueError: no prompts; prompt i is empty (the message names i).
+        TypeError: prompt i is not a string.
+    """
+    if not prompts:
+        msg = "prompts must not be empty, got []"
+        raise ValueError(msg)
+    rendered = []
+    for i, prompt in enumerate(prompts):
+        try:
+            rendered.append(engine.render(prompt, settings))
+        except (TypeError, ValueError) as exc:
+            msg = f"prompt {i} of {len(prompts)}: {exc}"
+            raise (TypeError if isinstance(exc, TypeError) else ValueError)(msg) from exc
+    return rendered
