@@ -82,12 +82,15 @@ def ask(
     stop_epsilon: Annotated[Optional[float], typer.Option(help="ε_stop of the convergence test (nats).")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Seed of the decode.")] = None,
     backend: Annotated[Optional[str], typer.Option(help="transformers | vllm | openai.")] = None,
+    base_url: Annotated[
+        Optional[list[str]], typer.Option(help="Server URL of --backend openai (http://host:8000/v1); repeat per replica.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole DecodeResult as JSON.")] = False,
 ) -> None:
     """Answer QUESTION with MFS and print the answer, its vote share and the search trace."""
     overrides = {
         "model": model, "prune_lambda": prune_lambda, "stop_epsilon": stop_epsilon, "seed": seed, "backend": backend,
-        "step_beam_size": step_beam_size, "num_rollouts": num_rollouts,
+        "step_beam_size": step_beam_size, "num_rollouts": num_rollouts, "base_urls": base_url or None,
     }
     from pydantic import ValidationError
 

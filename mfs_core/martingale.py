@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
+    "SCORE_TOLERANCE",
     "WidthPruning",
     "converged",
     "deficits",
@@ -81,12 +82,22 @@ class WidthPruning:
     c_prune: float
 
 
+SCORE_TOLERANCE = 1e-6
+"""Scores closer than this (nats per token) count as equal in :func:`width_prune`.
+
+Identical candidates (common once a model is trained) get log-probs that differ in the last
+float bits depending on their row in the batch and on the backend; without a tolerance their
+σ is ~1e-8 instead of 0 and about half of them would be pruned by rounding noise alone.
+"""
+
+
 def width_prune(scores: Sequence[float], prune_lambda: float) -> WidthPruning:
     """Optional-stopping width pruning (eq. 10-11).
 
-    A candidate survives iff ``score >= μ + λ1·σ``; the best-scoring candidate always
-    survives. Equivalently, candidate i is stopped once ``D^i > c_prune`` with
-    ``c_prune = score_best - (μ + λ1·σ)``.
+    A candidate survives iff ``score >= μ + λ1·σ`` (up to :data:`SCORE_TOLERANCE`, so that
+    candidates tied but for float noise survive or fall together); the best-scoring
+    candidate always survives. Equivalently, candidate i is stopped once ``D^i > c_prune``
+    with ``c_prune = score_best - (μ + λ1·σ)``.
 
     Args:
         scores: step log-probability (mean per token, nats) of each unfinished candidate,
@@ -109,7 +120,7 @@ def width_prune(scores: Sequence[float], prune_lambda: float) -> WidthPruning:
     mean = float(s.mean())
     std = float(s.std())
     threshold = mean + prune_lambda * std
-    keep = s >= threshold
+    keep = s >= threshold - SCORE_TOLERANCE
     keep[int(np.argmax(s))] = True
     return WidthPruning(keep=keep, mean=mean, std=std, threshold=threshold, c_prune=float(s.max()) - threshold)
 

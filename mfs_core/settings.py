@@ -8,14 +8,22 @@ A bad value raises ``pydantic.ValidationError`` naming the field and the value.
 
 from __future__ import annotations
 
-from typing import Literal
+import hashlib
+import json
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 __all__ = ["DEMO_MODEL", "MFSSettings"]
 
 DEMO_MODEL = "mfs-demo"
+
+_VLLM_MANAGED_KWARGS = frozenset(
+    {"model", "tokenizer", "tensor_parallel_size", "dtype", "gpu_memory_utilization", "max_model_len",
+     "enable_prefix_caching", "seed"}
+)
+"""vllm.LLM arguments that have a setting of their own (refused in ``vllm_kwargs``)."""
 
 
 class MFSSettings(BaseSettings):
@@ -50,6 +58,99 @@ class MFSSettings(BaseSettings):
     batch_size: int = Field(
         default=256, ge=1, description="Most sequences one forward pass of the transformers backend holds (sequences)."
     )
+
+    # --- vLLM and OpenAI-compatible backends ---------------------------------------------
+    base_urls: Annotated[list[str], NoDecode] = Field(
+        default=[],
+        description="backend='openai': base URLs of the OpenAI-compatible servers (e.g. "
+        "'http://gpu1:8000/v1'); the requests of a round are spread across them. Env MFS_BASE_URLS: "
+        "a JSON list or comma-separated URLs.",
+    )
+    api_key: str | None = Field(
+        default=None, repr=False,
+        description="backend='openai': bearer token sent to the servers (None: no Authorization header).",
+    )
+    request_timeout: float = Field(
+        default=600.0, gt=0.0, le=86400.0,
+        description="backend='openai': seconds one HTTP attempt may wait to connect, to send, or for the answer "
+        "(httpx timeout), in (0, 86400].",
+    )
+    max_retries: int = Field(
+        default=3, ge=0, le=100,
+        description="backend='openai': retries of a request after a 429, a 5xx, a timeout or a connection error "
+        "(exponential backoff, Retry-After honoured), in [0, 100].",
+    )
+    tokenizer: str | None = Field(
+        default=None,
+        description="Local tokenizer path or cached Hugging Face name (None: the model's own, from a local path, "
+        "'mfs-demo' or the local Hugging Face cache). backend='openai' uses it for count_tokens, the chat template "
+        "and BOS handling; backend='vllm' passes it to vllm.LLM.",
+    )
+    num_parameters: int | None = Field(
+        default=None, ge=1,
+        description="Parameter count for the FLOPs estimate 6·n·P (None: counted from the model config when it "
+        "can be read locally; else FLOPs are reported as 0). Parameters, >= 1.",
+    )
+    tensor_parallel_size: int = Field(
+        default=1, ge=1, le=1024,
+        description="backend='vllm': GPUs the model is split across (tensor parallelism), in [1, 1024].",
+    )
+    gpu_memory_utilization: float = Field(
+        default=0.9, gt=0.0, le=1.0,
+        description="backend='vllm': fraction of each GPU's memory vLLM may use for weights and KV cache, in (0, 1].",
+    )
+    max_model_len: int | None = Field(
+        default=None, ge=1,
+        description="Context window in tokens (prompt + output). backend='vllm': passed to vllm.LLM (None: the "
+        "model config's); backend='openai': overrides what GET /v1/models reports.",
+    )
+    enable_prefix_caching: bool = Field(
+        default=True,
+        description="backend='vllm': reuse the KV cache of shared prompt prefixes (beams, candidates and "
+        "rollouts of one question share theirs).",
+    )
+    vllm_kwargs: dict[str, Any] = Field(
+        default={},
+        description="backend='vllm': further keyword arguments of vllm.LLM / EngineArgs (e.g. "
+        "{'enforce_eager': True, 'quantization': 'fp8'}). Keys that have a setting of their own are refused.",
+    )
+
+    @field_validator("base_urls", mode="before")
+    @classmethod
+    def _parse_base_urls(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                try:
+                    return json.loads(text)
+                except json.JSONDecodeError as exc:
+                    msg = f"base_urls is not a valid JSON list: {value!r} ({exc})"
+                    raise ValueError(msg) from exc
+            return [part.strip() for part in text.split(",") if part.strip()]
+        return value
+
+    @field_validator("base_urls")
+    @classmethod
+    def _check_base_urls(cls, value: list[str]) -> list[str]:
+        urls = []
+        for url in value:
+            if not url.startswith(("http://", "https://")) or len(url) <= len("https://"):
+                msg = f"base_urls entries must be http:// or https:// URLs, got {url!r}"
+                raise ValueError(msg)
+            urls.append(url.rstrip("/"))
+        if len(set(urls)) != len(urls):
+            msg = f"base_urls must not repeat a URL, got {value!r}"
+            raise ValueError(msg)
+        return urls
+
+    @field_validator("vllm_kwargs")
+    @classmethod
+    def _check_vllm_kwargs(cls, value: dict[str, Any]) -> dict[str, Any]:
+        clash = sorted(set(value) & _VLLM_MANAGED_KWARGS)
+        if clash:
+            msg = f"vllm_kwargs must not set {clash}: use the settings of the same name instead"
+            raise ValueError(msg)
+        return value
 
     # --- prompt format -----------------------------------------------------------------
     prompt_format: Literal["auto", "chat", "raw"] = Field(
@@ -120,10 +221,21 @@ class MFSSettings(BaseSettings):
     def backend_key(self) -> tuple:
         """The fields that identify a loaded model: settings equal here share one backend.
 
+        Besides the model, the servers and client options of ``backend='openai'`` and the
+        engine arguments of ``backend='vllm'`` count, so engines that talk to different
+        servers or engines never share a scheduler. The API key enters only as a digest.
         ``device="auto"`` is resolved first (to ``"cuda"`` when torch sees a GPU, else
-        ``"cpu"``), so ``"auto"`` and the device it means share one loaded model.
+        ``"cpu"``), so ``"auto"`` and the device it means share one loaded model; the device
+        counts only for ``backend='transformers'`` (the others never use it, and need no torch).
         """
-        return (self.backend, self.model, _resolve_device(self.device), self.dtype, self.batch_size)
+        device = _resolve_device(self.device) if self.backend == "transformers" else None
+        api_key = hashlib.sha256(self.api_key.encode()).hexdigest()[:16] if self.api_key is not None else None
+        return (
+            self.backend, self.model, device, self.dtype, self.batch_size,
+            tuple(self.base_urls), api_key, self.request_timeout, self.max_retries, self.tokenizer,
+            self.num_parameters, self.tensor_parallel_size, self.gpu_memory_utilization, self.max_model_len,
+            self.enable_prefix_caching, json.dumps(self.vllm_kwargs, sort_keys=True, default=repr),
+        )
 
 
 def _resolve_device(device: str) -> str:

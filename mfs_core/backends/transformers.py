@@ -1,7 +1,8 @@
 """The Hugging Face transformers backend: any local causal LM, on CPU or CUDA.
 
 One :meth:`TransformersBackend.generate` call samples every request of a round in one
-left-padded batch (split into chunks of ``batch_size`` sequences only to bound memory),
+left-padded batch (split into chunks of ``batch_size`` sequences only to bound memory, never
+splitting a request unless its ``n`` alone exceeds ``batch_size``),
 ``n`` rows per request, with its own temperature, top-p, stop strings, token budget and
 ``torch.Generator`` (so a request's samples do not depend on what else is in the batch).
 A ``greedy`` request takes the argmax of the logits at every step (ties to the lowest id).
@@ -182,8 +183,7 @@ class TransformersBackend:
             generator.manual_seed(seed)
             generators.append(generator)
         with torch.inference_mode():
-            for start in range(0, len(rows), self.batch_size):
-                chunk = list(range(start, min(start + self.batch_size, len(rows))))
+            for chunk in _chunks_by_request(rows, self.batch_size):
                 self._sample_chunk([rows[i] for i in chunk], [row_prompts[i] for i in chunk], requests, generators)
         results: list[list[Continuation]] = [[] for _ in requests]
         for row in rows:
@@ -283,6 +283,35 @@ class TransformersBackend:
                 row.text = text[:cut]
                 row.finish_reason = "stop"
                 row.stop_reason = stop
+
+
+def _chunks_by_request(rows: list[_Row], batch_size: int) -> list[list[int]]:
+    """Row indices split into chunks of at most ``batch_size`` rows that never split a request.
+
+    A request with more than ``batch_size`` rows is cut into pieces that start a chunk of
+    their own, so where a request's rows fall depends only on its ``n`` and ``batch_size``,
+    never on the other requests of the call (its samples stay batch-invariant).
+    """
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    start = 0
+    while start < len(rows):
+        end = start
+        while end < len(rows) and rows[end].request == rows[start].request:
+            end += 1
+        if current and len(current) + end - start > batch_size:
+            chunks.append(current)
+            current = []
+        if end - start > batch_size:
+            pieces = [list(range(i, min(i + batch_size, end))) for i in range(start, end, batch_size)]
+            chunks.extend(pieces[:-1])
+            current = pieces[-1]
+        else:
+            current.extend(range(start, end))
+        start = end
+    if current:
+        chunks.append(current)
+    return chunks
 
 
 def _top_p_filter(probs: Any, top_p: Any) -> Any:

@@ -1,0 +1,147 @@
+"""Tokenizer and model-config helpers shared by the vLLM and OpenAI-compatible backends.
+
+Both backends sample elsewhere (a vLLM engine, a server) but must tokenize prompts, render
+chat templates and count parameters exactly as :class:`~mfs_core.backends.transformers.TransformersBackend`
+does, so that one question costs the same tokens and FLOPs on every backend. Nothing here
+imports torch or transformers at module level.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mfs_core.settings import DEMO_MODEL
+
+__all__ = [
+    "count_parameters",
+    "encode_prompt",
+    "load_local_config",
+    "load_local_tokenizer",
+    "local_model_source",
+    "render_chat",
+    "starts_with_bos",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def local_model_source(model: str, tokenizer: str | None = None) -> str | None:
+    """Where a tokenizer (and config) for ``model`` can be read without the network.
+
+    Args:
+        model: the ``model`` setting (a served model name, a local path or ``"mfs-demo"``).
+        tokenizer: the ``tokenizer`` setting; wins when given.
+
+    Returns:
+        ``tokenizer`` if given; the bundled demo checkpoint for ``"mfs-demo"``; ``model`` if it
+        is an existing local directory; else ``model`` itself (a Hugging Face name that may be
+        in the local cache). None only when ``model`` is blank.
+    """
+    if tokenizer:
+        return _resolve(tokenizer)
+    if not model.strip():
+        return None
+    return _resolve(model)
+
+
+def _resolve(name: str) -> str:
+    if name == DEMO_MODEL:
+        from mfs_core.backends.transformers import demo_model_path
+
+        return str(demo_model_path())
+    return str(Path(name).expanduser()) if Path(name).expanduser().is_dir() else name
+
+
+def load_local_tokenizer(source: str | None) -> Any | None:
+    """A Hugging Face tokenizer from a local directory or the local cache, or None.
+
+    Nothing is downloaded unless ``HF_HUB_OFFLINE=0`` is set (as the transformers backend).
+    Returns None (and logs why at INFO) when transformers is missing or nothing is found.
+    """
+    if source is None:
+        return None
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        logger.info("transformers is not installed: no local tokenizer for %r", source)
+        return None
+    local_only = os.environ.get("HF_HUB_OFFLINE", "1") != "0"
+    try:
+        return AutoTokenizer.from_pretrained(source, local_files_only=local_only)
+    except (OSError, ValueError) as exc:
+        logger.info("no local tokenizer for %r (%s: %s)", source, exc.__class__.__name__, exc)
+        return None
+
+
+def load_local_config(source: str | None) -> Any | None:
+    """The model's ``transformers`` config from a local directory or the cache, or None."""
+    if source is None:
+        return None
+    try:
+        from transformers import AutoConfig
+    except ImportError:
+        return None
+    local_only = os.environ.get("HF_HUB_OFFLINE", "1") != "0"
+    try:
+        return AutoConfig.from_pretrained(source, local_files_only=local_only)
+    except (OSError, ValueError) as exc:
+        logger.info("no local model config for %r (%s: %s)", source, exc.__class__.__name__, exc)
+        return None
+
+
+def count_parameters(config: Any) -> int:
+    """Parameters of the causal LM that ``config`` describes, counted on the meta device.
+
+    No weights are allocated (``torch.device("meta")``); tied weights count once, as
+    ``sum(p.numel() for p in model.parameters())`` of the loaded model does.
+
+    Raises:
+        ImportError: torch or transformers missing.
+        ValueError: transformers cannot build a causal LM from ``config``.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    return int(sum(p.numel() for p in model.parameters()))
+
+
+def _bos_text(tokenizer: Any) -> str | None:
+    bos = getattr(tokenizer, "bos_token", None)
+    if bos:
+        return str(bos)
+    bos_id = getattr(tokenizer, "bos_token_id", None)
+    if bos_id is None:
+        return None
+    return str(tokenizer.convert_ids_to_tokens([bos_id])[0])
+
+
+def starts_with_bos(tokenizer: Any, prompt: str) -> bool:
+    """True when ``prompt`` already opens with the tokenizer's BOS token text.
+
+    Chat templates (Llama-3's, the demo model's) write the BOS themselves; adding it again
+    would give the model two.
+    """
+    bos = _bos_text(tokenizer)
+    return bool(bos) and prompt.startswith(bos)
+
+
+def encode_prompt(tokenizer: Any, prompt: str) -> list[int]:
+    """Token ids of a prompt, special tokens added only if it lacks a leading BOS.
+
+    The rule of :meth:`~mfs_core.backends.transformers.TransformersBackend.encode_prompt`,
+    so every backend feeds the model the same ids for the same prompt text.
+    """
+    return list(tokenizer.encode(prompt, add_special_tokens=not starts_with_bos(tokenizer, prompt)))
+
+
+def render_chat(tokenizer: Any, messages: Sequence[dict[str, str]]) -> str | None:
+    """The tokenizer's chat template with the generation prompt; None without a template."""
+    if tokenizer is None or not getattr(tokenizer, "chat_template", None):
+        return None
+    return tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)

@@ -1,0 +1,581 @@
+"""An HTTP backend for ``vllm serve`` and other servers of the OpenAI ``/v1/completions`` API.
+
+One :meth:`OpenAIBackend.generate` call sends every request of the round at once, one POST
+``{base_url}/completions`` per request (each request has its own seed, so requests are not
+merged into one prompt list), spread over the replicas in ``base_urls`` and sent
+concurrently over pooled keep-alive connections (``httpx.Client`` in a thread pool; the
+async :meth:`OpenAIBackend.agenerate` uses ``httpx.AsyncClient``). Response shape and
+extensions follow vLLM 0.33.0 (``vllm/entrypoints/openai/completion/protocol.py`` and
+``serving.py``).
+
+Each POST body holds ``model``, ``prompt``, ``n``, ``max_tokens`` (vLLM's default is 16: always
+sent, clamped to the context window when the prompt length is known), ``temperature``,
+``top_p``, ``stop``, ``seed`` and ``logprobs=1`` (a greedy request: ``temperature=0`` and
+``n=1``, its answer repeated ``n`` times); with ``vllm_extensions`` (default) also
+``return_token_ids=true`` (the sampled token ids come back) and, when the prompt already
+opens with the tokenizer's BOS text, ``add_special_tokens=false`` (no second BOS, as the
+other backends). Log-probs are vLLM's raw ones (its default ``logprobs_mode``); the server's
+own generation-config defaults (``top_k``, ``repetition_penalty``, ...) still apply unless it
+runs with ``--generation-config vllm``.
+
+Mapping a choice onto a :class:`~mfs_core.types.Continuation`:
+
+* ``logprob_sum`` = the sum of ``logprobs.token_logprobs`` (the API has no cumulative field);
+  ``num_tokens`` = their count, which vLLM makes equal to ``len(token_ids)``: the token that
+  completes a stop string and the EOS token are included, as in the other backends.
+* ``token_ids``: ``choices[].token_ids`` when present, else parsed from ``token_id:N``
+  tokens (``return_tokens_as_token_ids``), else ``-1`` per token (the count stays exact).
+* ``finish_reason``: ``"length"`` is ``"length"``; ``"stop"`` with a string ``stop_reason``
+  (vLLM's extension) is ``"stop"``; with an int or null ``stop_reason`` it is ``"eos"``; a
+  server that sends no ``stop_reason`` at all gets it inferred: ``"stop"`` when one of the
+  request's stop strings follows the returned text in the concatenated ``tokens``, else ``"eos"``.
+* ``prompt_tokens`` = ``usage.prompt_tokens`` (one prompt per POST, so the whole count;
+  without ``usage`` it is counted with the local tokenizer, or 0 without one).
+
+Faults: a 408, 429 or 5xx answer, a timeout, a connection error or a body that is not JSON
+is retried ``max_retries`` times on the next replica, after ``Retry-After`` when the server
+sends one, else after exponential backoff (``backoff · 2^attempt`` seconds, at most
+``max_backoff``); then :class:`OpenAIBackendError` names the URL, the attempts and the last
+fault. A 400 about the context length raises :class:`~mfs_core.backends.base.ContextWindowError`;
+other 4xx answers, and answers that cannot be mapped, raise at once. A choice without
+log-probs raises :class:`MissingLogprobsError`: MFS cannot score steps without them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import email.utils
+import json
+import logging
+import re
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from mfs_core.backends import _hf
+from mfs_core.backends.base import ContextWindowError
+from mfs_core.settings import MFSSettings
+from mfs_core.types import Continuation, FinishReason, GenerationRequest
+
+__all__ = ["MissingLogprobsError", "OpenAIBackend", "OpenAIBackendError", "assign_replicas", "parse_completion"]
+
+logger = logging.getLogger(__name__)
+
+UNKNOWN_CONTEXT_WINDOW = 2**31 - 1
+"""``context_window`` when neither settings, the server nor the tokenizer tell it (tokens)."""
+
+_RETRY_STATUS = frozenset({408, 429})
+_MAX_RETRY_AFTER = 300.0
+_TOKEN_ID = re.compile(r"^token_id:(\d+)$")
+_CONTEXT_ERROR = re.compile(r"context length|context window|max_model_len|maximum model length", re.IGNORECASE)
+
+
+class OpenAIBackendError(RuntimeError):
+    """A server failed a request (after the retries) or sent an answer MFS cannot use."""
+
+
+class MissingLogprobsError(OpenAIBackendError):
+    """A server returned a completion without per-token log-probs; MFS cannot score it."""
+
+
+@dataclass(frozen=True)
+class _Fault:
+    """A retryable failure of one attempt: what happened, and the server's Retry-After (seconds)."""
+
+    message: str
+    retry_after: float | None = None
+
+
+def _import_httpx() -> Any:
+    try:
+        import httpx
+    except ImportError as exc:
+        msg = 'the openai backend needs httpx: pip install "mfs[openai]"'
+        raise ImportError(msg) from exc
+    return httpx
+
+
+def _normalise_url(url: str) -> str:
+    """``http://host:8000`` becomes ``http://host:8000/v1``; a URL with a path is kept as is."""
+    url = url.rstrip("/")
+    return url + "/v1" if urlsplit(url).path in ("", "/") else url
+
+
+def assign_replicas(requests: Sequence[GenerationRequest], replicas: int) -> list[int]:
+    """Spread the requests of a round over ``replicas`` servers by expected work.
+
+    Greedy: each request, in order, goes to the replica with the least ``n · max_tokens``
+    assigned so far (ties: the lowest index). Deterministic, and a call changes nothing.
+
+    Returns:
+        The replica index of each request.
+    """
+    load = [0] * replicas
+    assigned = []
+    for request in requests:
+        replica = min(range(replicas), key=lambda r: (load[r], r))
+        load[replica] += request.n * request.max_tokens
+        assigned.append(replica)
+    return assigned
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds a ``Retry-After`` header asks for (delta-seconds or an HTTP date), or None."""
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        seconds = when.timestamp() - time.time()
+    return min(max(seconds, 0.0), _MAX_RETRY_AFTER)
+
+
+def _error_text(body: bytes, limit: int = 300) -> str:
+    """The server's error message (OpenAI ``{"error": {"message"}}`` or vLLM ``{"message"}``)."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return body[:limit].decode("utf-8", "replace")
+    if isinstance(data, dict):
+        error = data.get("error", data)
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])[:limit]
+        if isinstance(error, str):
+            return error[:limit]
+    return json.dumps(data)[:limit]
+
+
+def _finish(
+    choice: dict[str, Any], request: GenerationRequest, tokens: Sequence[str]
+) -> tuple[FinishReason, str | None]:
+    """``(finish_reason, stop_reason)`` of a choice (see the module docstring)."""
+    reason = choice.get("finish_reason")
+    if reason == "length":
+        return "length", None
+    if reason != "stop":
+        msg = f"the server finished a completion with finish_reason={reason!r}; expected 'stop' or 'length'"
+        raise OpenAIBackendError(msg)
+    if "stop_reason" in choice:
+        stop = choice["stop_reason"]
+        return ("stop", stop) if isinstance(stop, str) else ("eos", None)
+    text = choice.get("text", "")
+    tail = "".join(tokens)
+    tail = tail[len(text):] if tail.startswith(text) else tail
+    hits = [(tail.find(stop), stop) for stop in request.stop if stop in tail]
+    return ("stop", min(hits)[1]) if hits else ("eos", None)
+
+
+def parse_completion(
+    body: Any, request: GenerationRequest, *, url: str = "", prompt_tokens: int | None = None
+) -> list[Continuation]:
+    """Map one ``/v1/completions`` response onto ``request.n`` continuations.
+
+    Args:
+        body: the decoded JSON of a response to a POST with one prompt.
+        request: the request it answers.
+        url: the endpoint, for error messages.
+        prompt_tokens: prompt tokens to report when the body has no ``usage``.
+
+    Returns:
+        ``request.n`` continuations in ``choices[].index`` order (a greedy request was sent
+        with ``n=1``: its one choice is repeated ``request.n`` times).
+
+    Raises:
+        MissingLogprobsError: a choice has no ``logprobs.token_logprobs`` or a null entry.
+        OpenAIBackendError: no ``choices`` list, a different number of choices than ``n``,
+            an unknown ``finish_reason``, or token ids of the wrong length.
+    """
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not isinstance(choices, list):
+        msg = f"{url} answered without a 'choices' list: {json.dumps(body)[:200]}"
+        raise OpenAIBackendError(msg)
+    sent = 1 if request.greedy else request.n
+    if len(choices) != sent:
+        msg = f"{url} returned {len(choices)} choices for n={sent}"
+        raise OpenAIBackendError(msg)
+    if sorted(c.get("index", -1) for c in choices) == list(range(sent)):
+        choices = sorted(choices, key=lambda c: c["index"])
+    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+    if isinstance(usage.get("prompt_tokens"), int):
+        prompt_tokens = usage["prompt_tokens"]  # one prompt per POST: all of usage.prompt_tokens is its
+    results = []
+    for choice in choices:
+        logprobs = choice.get("logprobs") or {}
+        token_logprobs = logprobs.get("token_logprobs")
+        if token_logprobs is None or any(lp is None for lp in token_logprobs):
+            msg = (
+                f"{url} returned a completion without per-token log-probs (choices[{choice.get('index')}].logprobs"
+                f" = {json.dumps(choice.get('logprobs'))[:120]}); MFS scores steps by log-probabilities and "
+                "cannot run without them: the server must honour the 'logprobs' parameter of /v1/completions "
+                "(vllm serve does)"
+            )
+            raise MissingLogprobsError(msg)
+        tokens = [str(t) for t in logprobs.get("tokens") or []]
+        if choice.get("token_ids") is not None:
+            token_ids = tuple(int(t) for t in choice["token_ids"])
+        elif tokens and all(_TOKEN_ID.match(t) for t in tokens):
+            token_ids = tuple(int(_TOKEN_ID.match(t).group(1)) for t in tokens)
+        else:
+            token_ids = (-1,) * len(token_logprobs)
+        if len(token_ids) != len(token_logprobs):
+            msg = f"{url} returned {len(token_ids)} token ids but {len(token_logprobs)} token log-probs"
+            raise OpenAIBackendError(msg)
+        finish, stop_reason = _finish(choice, request, tokens)
+        results.append(
+            Continuation(text=str(choice.get("text", "")), token_ids=token_ids, logprob_sum=float(sum(token_logprobs)),
+                         finish_reason=finish, stop_reason=stop_reason, prompt_tokens=int(prompt_tokens or 0))
+        )
+    return results * request.n if request.greedy else results
+
+
+class OpenAIBackend:
+    """Sample from OpenAI-compatible ``/v1/completions`` servers (``vllm serve`` replicas).
+
+    Args:
+        base_urls: one URL per replica, ending in ``/v1`` (``http://host:8000`` gets ``/v1``).
+        model: the served model name sent as ``model``.
+        tokenizer: a local Hugging Face tokenizer of the same model, or None. Without one,
+            :meth:`count_tokens` raises, :meth:`apply_chat_template` returns None (only raw
+            prompts), prompts are not checked against the context window locally, and a
+            BOS written by a chat template may be doubled by the server.
+        api_key: sent as ``Authorization: Bearer``; None sends no header.
+        timeout: seconds per HTTP attempt (connect, read, write, pool).
+        max_retries: retries of a request after a retryable fault (see the module docstring).
+        backoff: first backoff delay (seconds); it doubles each retry.
+        max_backoff: longest backoff delay (seconds); a server's Retry-After is honoured up
+            to 300 seconds.
+        context_window: the model's context window (tokens); None asks GET ``/v1/models``
+            (vLLM's ``max_model_len``), then the tokenizer's ``model_max_length``, else
+            :data:`UNKNOWN_CONTEXT_WINDOW` (the server enforces its own limit, and its 400
+            becomes :class:`ContextWindowError`).
+        num_parameters: parameter count for FLOPs; None counts it from ``config_source``'s
+            config on the meta device, or reports 0 (FLOPs 0, with a warning) when unknown.
+        config_source: local directory or cached name holding the model's ``config.json``.
+        max_connections: most concurrent requests (and pooled connections) in all.
+        vllm_extensions: send vLLM's ``return_token_ids`` and ``add_special_tokens`` fields.
+        extra_body: further JSON fields merged into every POST body (e.g. ``{"top_k": 0}``).
+
+    Implements :class:`mfs_core.backends.base.Backend`.
+    """
+
+    def __init__(
+        self,
+        base_urls: Sequence[str],
+        model: str,
+        *,
+        tokenizer: Any = None,
+        api_key: str | None = None,
+        timeout: float = 600.0,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        context_window: int | None = None,
+        num_parameters: int | None = None,
+        config_source: str | None = None,
+        max_connections: int = 64,
+        vllm_extensions: bool = True,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        if isinstance(base_urls, str) or not base_urls:
+            msg = f"base_urls must be a non-empty list of server URLs, got {base_urls!r}"
+            raise ValueError(msg)
+        if timeout <= 0 or max_retries < 0 or backoff < 0 or max_connections < 1:
+            msg = (f"need timeout > 0, max_retries >= 0, backoff >= 0, max_connections >= 1; got timeout={timeout}, "
+                   f"max_retries={max_retries}, backoff={backoff}, max_connections={max_connections}")
+            raise ValueError(msg)
+        self.httpx = _import_httpx()
+        self.base_urls = [_normalise_url(url) for url in base_urls]
+        self.model_name = model
+        self.tokenizer = tokenizer
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.max_connections = max_connections
+        self.vllm_extensions = vllm_extensions
+        self.extra_body = dict(extra_body or {})
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._context_window = context_window
+        self._num_parameters = num_parameters
+        self._config_source = config_source
+        self._lock = threading.Lock()
+        self._client: Any = None
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._async_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._warned_tokenizer = False
+
+    @classmethod
+    def from_settings(cls, settings: MFSSettings) -> OpenAIBackend:
+        """A client for ``settings.base_urls`` serving ``settings.model``.
+
+        The tokenizer comes from ``settings.tokenizer``, else from ``settings.model`` when
+        that is a local path, ``"mfs-demo"`` or a name in the local Hugging Face cache;
+        nothing is downloaded. No request is sent until the first use.
+
+        Raises:
+            ImportError: httpx is missing (``pip install "mfs[openai]"``).
+            ValueError: ``settings.base_urls`` is empty.
+        """
+        if not settings.base_urls:
+            msg = ("backend='openai' needs the server URLs: set base_urls (MFS_BASE_URLS, or --base-url on the "
+                   "command line), e.g. ['http://localhost:8000/v1']")
+            raise ValueError(msg)
+        source = _hf.local_model_source(settings.model, settings.tokenizer)
+        tokenizer = _hf.load_local_tokenizer(source)
+        if tokenizer is None:
+            logger.warning("no local tokenizer for %r: set tokenizer= to a local path to count tokens, render chat "
+                           "templates and avoid a doubled BOS", settings.model, stacklevel=2)
+        return cls(
+            settings.base_urls, settings.model, tokenizer=tokenizer, api_key=settings.api_key,
+            timeout=settings.request_timeout, max_retries=settings.max_retries, context_window=settings.max_model_len,
+            num_parameters=settings.num_parameters, config_source=source,
+        )
+
+    # --- Backend protocol ------------------------------------------------------------------
+    @property
+    def context_window(self) -> int:
+        """Most tokens of prompt plus output (see ``context_window`` in the class docstring).
+
+        The first access may send one GET ``/v1/models`` (one attempt, ``timeout`` seconds).
+        """
+        with self._lock:
+            if self._context_window is None:
+                self._context_window = self._discover_context_window()
+            return self._context_window
+
+    @property
+    def num_parameters(self) -> int:
+        """Parameters for the FLOPs estimate: given, else counted from the local config, else 0."""
+        with self._lock:
+            if self._num_parameters is None:
+                config = _hf.load_local_config(self._config_source)
+                try:
+                    self._num_parameters = _hf.count_parameters(config) if config is not None else 0
+                except Exception as exc:  # an unknown architecture leaves FLOPs unknown, not the decode
+                    logger.info("cannot count parameters from %r: %s", self._config_source, exc)
+                    self._num_parameters = 0
+                if not self._num_parameters:
+                    logger.warning("parameter count of %r unknown: FLOPs are reported as 0; set num_parameters",
+                                   self.model_name, stacklevel=2)
+            return self._num_parameters
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` under the local tokenizer (no special tokens added).
+
+        Raises:
+            RuntimeError: the backend has no local tokenizer.
+        """
+        if self.tokenizer is None:
+            msg = f"OpenAIBackend for {self.model_name!r} has no local tokenizer: set tokenizer= to a local path"
+            raise RuntimeError(msg)
+        return len(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def apply_chat_template(self, messages: Sequence[dict[str, str]]) -> str | None:
+        """The local tokenizer's chat template with the generation prompt; None without one."""
+        return _hf.render_chat(self.tokenizer, messages)
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Continuation]]:
+        """Send all ``requests`` concurrently and wait for every answer.
+
+        Returns:
+            One list of ``request.n`` continuations per request, in order.
+
+        Raises:
+            ContextWindowError: a prompt does not fit the context window.
+            MissingLogprobsError: a server sent no log-probs.
+            OpenAIBackendError: a request still failed after ``max_retries`` retries, or a
+                non-retryable answer (the first failing request's error, in request order).
+        """
+        if not requests:
+            return []
+        jobs = self._prepare(requests)
+        executor, client = self._sync_resources()
+        futures = [executor.submit(self._send, client, *job) for job in jobs]
+        concurrent.futures.wait(futures)
+        return [future.result() for future in futures]
+
+    async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[list[Continuation]]:
+        """Async :meth:`generate` on a pooled ``httpx.AsyncClient`` of the running event loop."""
+        if not requests:
+            return []
+        jobs = await asyncio.to_thread(self._prepare, requests)  # tokenizing, maybe GET /v1/models
+        loop = asyncio.get_running_loop()
+        client = self._async_clients.get(loop)
+        if client is None:
+            client = self._async_clients[loop] = self.httpx.AsyncClient(timeout=self.timeout, limits=self._limits())
+        results = await asyncio.gather(*(self._asend(client, *job) for job in jobs), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return list(results)
+
+    def close(self) -> None:
+        """Close the pooled connections and the thread pool (a later call reopens them)."""
+        with self._lock:
+            client, executor = self._client, self._executor
+            self._client = self._executor = None
+        if executor is not None:
+            executor.shutdown(wait=True)
+        if client is not None:
+            client.close()
+
+    async def aclose(self) -> None:
+        """Close the async client of the running event loop, then the sync resources."""
+        client = self._async_clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.aclose()
+        self.close()
+
+    def __enter__(self) -> OpenAIBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- requests ---------------------------------------------------------------------------
+    def _limits(self) -> Any:
+        return self.httpx.Limits(max_connections=self.max_connections, max_keepalive_connections=self.max_connections)
+
+    def _sync_resources(self) -> tuple[concurrent.futures.ThreadPoolExecutor, Any]:
+        with self._lock:
+            if self._client is None:
+                self._client = self.httpx.Client(timeout=self.timeout, limits=self._limits())
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    self.max_connections, thread_name_prefix="mfs-http"
+                )
+            return self._executor, self._client
+
+    def _prepare(
+        self, requests: Sequence[GenerationRequest]
+    ) -> list[tuple[int, GenerationRequest, dict[str, Any], int, int | None]]:
+        """``(index, request, body, replica, prompt_tokens)`` per request; checks the context window."""
+        replicas = assign_replicas(requests, len(self.base_urls))
+        window = self.context_window
+        jobs = []
+        for i, (request, replica) in enumerate(zip(requests, replicas)):
+            prompt_tokens = None
+            max_tokens = request.max_tokens
+            body: dict[str, Any] = {"model": self.model_name, "prompt": request.prompt}
+            if self.tokenizer is not None:
+                prompt_tokens = len(_hf.encode_prompt(self.tokenizer, request.prompt))
+                if prompt_tokens >= window:
+                    msg = (f"prompt {i} has {prompt_tokens} tokens, which does not fit the context window of {window} "
+                           f"tokens of model {self.model_name!r}: {request.prompt[:60]!r}...")
+                    raise ContextWindowError(msg)
+                max_tokens = min(max_tokens, window - prompt_tokens)
+                if self.vllm_extensions and _hf.starts_with_bos(self.tokenizer, request.prompt):
+                    body["add_special_tokens"] = False
+            # Greedy: temperature 0 and n=1 (vLLM refuses n > 1 when greedy); the answer is repeated n times.
+            n, temperature = (1, 0.0) if request.greedy else (request.n, request.temperature)
+            body.update(n=n, max_tokens=max_tokens, temperature=temperature, top_p=request.top_p,
+                        stop=list(request.stop), seed=request.seed, logprobs=1)
+            if self.vllm_extensions:
+                body["return_token_ids"] = True
+            body.update(self.extra_body)
+            jobs.append((i, request, body, replica, prompt_tokens))
+        return jobs
+
+    def _url(self, replica: int, attempt: int) -> str:
+        return self.base_urls[(replica + attempt) % len(self.base_urls)] + "/completions"
+
+    def _delay(self, attempt: int, fault: _Fault) -> float:
+        if fault.retry_after is not None:
+            return fault.retry_after
+        return min(self.max_backoff, self.backoff * 2**attempt)
+
+    def _outcome(self, url: str, request: GenerationRequest, prompt_tokens: int | None,
+                 response: Any = None, error: Exception | None = None) -> list[Continuation] | _Fault:
+        """The continuations of one attempt, a retryable :class:`_Fault`, or an exception raised."""
+        if error is not None:
+            if isinstance(error, self.httpx.TimeoutException):
+                return _Fault(f"no answer within {self.timeout} s ({error.__class__.__name__})")
+            return _Fault(f"connection error ({error.__class__.__name__}: {error})")
+        status = response.status_code
+        if status in _RETRY_STATUS or status >= 500:
+            retry_after = _retry_after(response.headers.get("retry-after"))
+            return _Fault(f"HTTP {status}: {_error_text(response.content)}", retry_after)
+        if status >= 400:
+            text = _error_text(response.content)
+            if status == 400 and _CONTEXT_ERROR.search(text):
+                msg = f"{url} refused a prompt of model {self.model_name!r} as too long: {text}"
+                raise ContextWindowError(msg)
+            msg = f"{url} answered HTTP {status}: {text}"
+            raise OpenAIBackendError(msg)
+        try:
+            body = json.loads(response.content)
+        except (ValueError, UnicodeDecodeError) as exc:
+            return _Fault(f"malformed JSON ({exc}): {response.content[:120]!r}")
+        continuations = parse_completion(body, request, url=url, prompt_tokens=prompt_tokens)
+        served = continuations[0].prompt_tokens if continuations else prompt_tokens
+        if prompt_tokens is not None and served != prompt_tokens and not self._warned_tokenizer:
+            self._warned_tokenizer = True
+            logger.warning("%s counted %d prompt tokens where the local tokenizer counts %d: is the tokenizer the "
+                           "served model's?", url, served, prompt_tokens)
+        return continuations
+
+    def _failed(self, index: int, replica: int, fault: _Fault) -> OpenAIBackendError:
+        urls = sorted({self._url(replica, attempt) for attempt in range(self.max_retries + 1)})
+        msg = f"request {index} to {', '.join(urls)} failed {self.max_retries + 1} times; last: {fault.message}"
+        return OpenAIBackendError(msg)
+
+    def _send(self, client: Any, index: int, request: GenerationRequest, body: dict[str, Any], replica: int,
+              prompt_tokens: int | None) -> list[Continuation]:
+        """POST one request, retrying faults; blocking."""
+        for attempt in range(self.max_retries + 1):
+            url = self._url(replica, attempt)
+            try:
+                response, error = client.post(url, json=body, headers=self._headers), None
+            except self.httpx.TransportError as exc:
+                response, error = None, exc
+            outcome = self._outcome(url, request, prompt_tokens, response, error)
+            if not isinstance(outcome, _Fault):
+                return outcome
+            logger.info("request %d, attempt %d at %s: %s", index, attempt + 1, url, outcome.message)
+            if attempt < self.max_retries:
+                time.sleep(self._delay(attempt, outcome))
+        raise self._failed(index, replica, outcome)
+
+    async def _asend(self, client: Any, index: int, request: GenerationRequest, body: dict[str, Any], replica: int,
+                     prompt_tokens: int | None) -> list[Continuation]:
+        """POST one request, retrying faults; async twin of :meth:`_send`."""
+        for attempt in range(self.max_retries + 1):
+            url = self._url(replica, attempt)
+            try:
+                response, error = await client.post(url, json=body, headers=self._headers), None
+            except self.httpx.TransportError as exc:
+                response, error = None, exc
+            outcome = self._outcome(url, request, prompt_tokens, response, error)
+            if not isinstance(outcome, _Fault):
+                return outcome
+            logger.info("request %d, attempt %d at %s: %s", index, attempt + 1, url, outcome.message)
+            if attempt < self.max_retries:
+                await asyncio.sleep(self._delay(attempt, outcome))
+        raise self._failed(index, replica, outcome)
+
+    def _discover_context_window(self) -> int:
+        """GET ``/v1/models`` (vLLM's ``max_model_len``), then the tokenizer, then unknown."""
+        url = self.base_urls[0] + "/models"
+        try:
+            response = self.httpx.get(url, headers=self._headers, timeout=self.timeout)
+            response.raise_for_status()
+            cards = response.json().get("data", [])
+            card = next((c for c in cards if c.get("id") == self.model_name), cards[0] if len(cards) == 1 else None)
+            if card is not None and isinstance(card.get("max_model_len"), int):
+                return card["max_model_len"]
+        except Exception as exc:  # discovery is best effort; the fallbacks below say what happens
+            logger.info("GET %s gave no context window: %s", url, exc)
+        length = getattr(self.tokenizer, "model_max_length", None)
+        if isinstance(length, int) and 0 < length < 10**8:
+            return length
+        logger.warning("context window of %r unknown: prompts are not checked locally; set max_model_len",
+                       self.model_name, stacklevel=2)
+        return UNKNOWN_CONTEXT_WINDOW

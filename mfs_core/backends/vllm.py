@@ -1,0 +1,282 @@
+"""The vLLM backend: ``vllm.LLM`` in-process on one or more GPUs.
+
+Coded against vLLM **0.33.0** (commit ``4ba787ec9``; files read: ``vllm/entrypoints/llm.py``,
+``vllm/sampling_params.py``, ``vllm/outputs.py``, ``vllm/v1/engine/detokenizer.py``,
+``vllm/v1/engine/output_processor.py``, ``vllm/v1/engine/logprobs.py``,
+``vllm/v1/core/sched/utils.py``, ``vllm/config/model.py``). The calls used are stable since
+vLLM 0.10: ``LLM(model, ...)``, ``LLM.generate(prompts, sampling_params, use_tqdm=False)``,
+``LLM.get_tokenizer()``, ``SamplingParams(n=..., ...)`` and the fields of ``RequestOutput`` /
+``CompletionOutput`` read below.
+
+One :meth:`VLLMBackend.generate` call is one ``LLM.generate`` call: every request of the
+round, each as a tokenized prompt (``{"prompt_token_ids": [...]}``) with its own
+``SamplingParams(n, temperature, top_p, max_tokens, stop, seed, logprobs=0)`` (a greedy
+request: ``temperature=0`` and ``n=1``, its output repeated ``n`` times). vLLM's scheduler
+batches them (continuous batching) and, with prefix caching on, shares the KV cache of the
+prompt prefix that a question's beams, candidates and rollouts have in common.
+
+Why each parameter is sent:
+
+* ``max_tokens``: vLLM's default is 16 tokens; it is always sent (clamped, as the
+  transformers backend does, to the context window left after the prompt).
+* ``logprobs=0``: vLLM fills ``CompletionOutput.cumulative_logprob`` only when ``logprobs``
+  is not None (``LogprobsProcessor.from_new_request``); 0 asks for no top-k alternatives,
+  only the sampled token's log-prob. They are raw (``ModelConfig.logprobs_mode`` defaults to
+  ``"raw_logprobs"``: before temperature and top-p), the quantity MFS_SPEC.md needs. An engine
+  started with another ``logprobs_mode`` (through ``vllm_kwargs``) is refused.
+* ``seed``: vLLM seeds a per-request generator (``SamplingType.RANDOM_SEED``), so a request's
+  samples do not depend on the rest of the batch; MFS always sends one.
+* Prompts are sent as token ids made with the rule of the transformers backend (special
+  tokens only when the text lacks a leading BOS), so a chat template that writes its own BOS
+  does not get a second one and both backends count the same prompt tokens.
+
+Token accounting (identical to the transformers backend): vLLM 0.33 keeps in
+``CompletionOutput.token_ids`` every sampled token, including the one that completes a stop
+string (``BaseIncrementalDetokenizer.update`` cuts the text before the stop string but only
+drops tokens sampled *after* the completing one, which happens only when one engine step
+emits several tokens) and the EOS / stop-token-id token (excluded from the text, appended to
+``token_ids``). ``cumulative_logprob`` sums the sampled-token log-probs of exactly those
+tokens (``OutputProcessor._trim_surplus_tokens`` trims the log-probs with the tokens). So
+``Continuation.num_tokens = len(token_ids)`` and ``logprob_sum = cumulative_logprob`` count
+what :class:`~mfs_core.backends.transformers.TransformersBackend` counts.
+
+Finish reasons: vLLM's ``"length"`` is ``"length"``; its ``"stop"`` with a string
+``stop_reason`` is ``"stop"`` (that string); ``"stop"`` with ``stop_reason`` None (the EOS
+token) or an int (a ``stop_token_ids`` entry, e.g. Llama-3's extra end-of-turn ids from
+``generation_config.json``) is ``"eos"``. ``"abort"``, ``"error"`` and ``"repetition"`` raise
+:class:`VLLMOutputError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from mfs_core.backends import _hf
+from mfs_core.backends.base import ContextWindowError
+from mfs_core.settings import MFSSettings
+from mfs_core.types import Continuation, GenerationRequest
+
+__all__ = ["VLLM_SOURCE_VERSION", "VLLMBackend", "VLLMOutputError", "engine_kwargs"]
+
+logger = logging.getLogger(__name__)
+
+VLLM_SOURCE_VERSION = "0.33.0 (commit 4ba787ec9)"
+"""The vLLM release whose source this adapter follows."""
+
+
+class VLLMOutputError(RuntimeError):
+    """vLLM returned an output MFS cannot score (no log-probs, aborted, wrong shape)."""
+
+
+def _import_vllm() -> Any:
+    try:
+        import vllm
+    except ImportError as exc:
+        msg = (
+            'the vllm backend needs the vllm package (a CUDA GPU build): pip install "mfs[vllm]"; '
+            "without a GPU use backend='transformers', or backend='openai' with a remote `vllm serve`"
+        )
+        raise ImportError(msg) from exc
+    return vllm
+
+
+def engine_kwargs(settings: MFSSettings) -> dict[str, Any]:
+    """Keyword arguments of ``vllm.LLM`` for ``settings``.
+
+    ``model`` (``"mfs-demo"``: the bundled checkpoint), ``tokenizer`` (when set),
+    ``tensor_parallel_size``, ``dtype``, ``gpu_memory_utilization``, ``max_model_len`` (when
+    set), ``enable_prefix_caching``, ``seed`` (the engine's default seed; MFS gives every
+    request its own), then ``settings.vllm_kwargs`` (which may not repeat these keys).
+
+    Raises:
+        ValueError: ``vllm_kwargs`` sets a ``logprobs_mode`` other than ``"raw_logprobs"``.
+    """
+    from mfs_core.backends.transformers import resolve_model_path
+
+    kwargs: dict[str, Any] = {
+        "model": resolve_model_path(settings.model),
+        "tensor_parallel_size": settings.tensor_parallel_size,
+        "dtype": settings.dtype,
+        "gpu_memory_utilization": settings.gpu_memory_utilization,
+        "enable_prefix_caching": settings.enable_prefix_caching,
+        "seed": settings.seed,
+    }
+    if settings.tokenizer:
+        kwargs["tokenizer"] = resolve_model_path(settings.tokenizer)
+    if settings.max_model_len is not None:
+        kwargs["max_model_len"] = settings.max_model_len
+    kwargs.update(settings.vllm_kwargs)
+    mode = kwargs.get("logprobs_mode", "raw_logprobs")
+    if mode != "raw_logprobs":
+        msg = f"vllm_kwargs sets logprobs_mode={mode!r}; MFS needs raw log-probs ('raw_logprobs', vLLM's default)"
+        raise ValueError(msg)
+    return kwargs
+
+
+class VLLMBackend:
+    """Sample with ``vllm.LLM``: all requests of a round in one ``LLM.generate`` call.
+
+    Args:
+        llm: a ``vllm.LLM`` (or an object with its ``generate``, ``get_tokenizer`` and
+            ``model_config.max_model_len``).
+        model_name: name reported in results.
+        sampling_params_cls: the ``SamplingParams`` class (default: ``vllm.SamplingParams``,
+            imported on first use).
+        num_parameters: parameter count for the FLOPs estimate; None counts them from
+            ``llm.model_config.hf_config`` on the meta device (0, with a warning, if that fails).
+
+    Implements :class:`mfs_core.backends.base.Backend`; see the module docstring for how
+    vLLM's outputs map onto :class:`~mfs_core.types.Continuation`.
+    """
+
+    def __init__(
+        self, llm: Any, model_name: str, *, sampling_params_cls: Any = None, num_parameters: int | None = None
+    ) -> None:
+        self.llm = llm
+        self.model_name = model_name
+        self._sampling_params_cls = sampling_params_cls
+        self._tokenizer = llm.get_tokenizer()
+        self._num_parameters = num_parameters
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: MFSSettings) -> VLLMBackend:
+        """Start a ``vllm.LLM`` with :func:`engine_kwargs` of ``settings``.
+
+        Raises:
+            ImportError: vllm is not installed (``pip install "mfs[vllm]"``; it needs a CUDA GPU).
+            ValueError: a refused ``vllm_kwargs`` entry.
+        """
+        kwargs = engine_kwargs(settings)
+        vllm = _import_vllm()
+        llm = vllm.LLM(**kwargs)
+        return cls(llm, settings.model, sampling_params_cls=vllm.SamplingParams,
+                   num_parameters=settings.num_parameters)
+
+    # --- Backend protocol ------------------------------------------------------------------
+    @property
+    def context_window(self) -> int:
+        """``max_model_len`` of the running engine (tokens, prompt + output)."""
+        config = getattr(self.llm, "model_config", None) or self.llm.llm_engine.model_config
+        return int(config.max_model_len)
+
+    @property
+    def num_parameters(self) -> int:
+        """Parameters of the model: the ``num_parameters`` given, else counted once from the
+        engine's Hugging Face config on the meta device; 0 (FLOPs reported as 0) if neither works."""
+        with self._lock:
+            if self._num_parameters is None:
+                try:
+                    config = getattr(self.llm, "model_config", None) or self.llm.llm_engine.model_config
+                    if config.hf_config is None:
+                        msg = "the engine has no Hugging Face config"
+                        raise ValueError(msg)
+                    self._num_parameters = _hf.count_parameters(config.hf_config)
+                except Exception as exc:  # any failure leaves FLOPs unknown, never the decode
+                    logger.warning("cannot count the parameters of %r (%s); FLOPs are reported as 0; "
+                                   "set num_parameters to fix", self.model_name, exc, stacklevel=2)
+                    self._num_parameters = 0
+            return self._num_parameters
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` under the engine's tokenizer (no special tokens added)."""
+        return len(self._tokenizer.encode(text, add_special_tokens=False))
+
+    def apply_chat_template(self, messages: Sequence[dict[str, str]]) -> str | None:
+        """The chat template of ``LLM.get_tokenizer()`` with the generation prompt; None without one."""
+        return _hf.render_chat(self._tokenizer, messages)
+
+    def sampling_params(self, request: GenerationRequest, max_tokens: int) -> Any:
+        """The ``SamplingParams`` of one request (``max_tokens`` already clamped to the window).
+
+        A ``greedy`` request is sent as ``temperature=0.0``, vLLM's greedy sampling (its
+        ``top_p`` and ``seed`` are then unused, as in the transformers backend), with ``n=1``:
+        vLLM refuses ``n > 1`` under greedy sampling, and the one continuation is repeated
+        ``n`` times on the way back (the ``n`` identical ones the transformers backend returns).
+        """
+        cls = self._sampling_params_cls
+        if cls is None:
+            cls = self._sampling_params_cls = _import_vllm().SamplingParams
+        return cls(
+            n=1 if request.greedy else request.n, temperature=0.0 if request.greedy else request.temperature,
+            top_p=request.top_p,
+            max_tokens=max_tokens, stop=list(request.stop), seed=request.seed, logprobs=0,
+        )
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Continuation]]:
+        """Sample all ``requests`` in one ``LLM.generate`` call.
+
+        Returns:
+            One list of ``request.n`` continuations per request, in order (vLLM's
+            ``CompletionOutput.index`` order).
+
+        Raises:
+            ContextWindowError: a prompt has as many tokens as ``max_model_len`` or more.
+            VLLMOutputError: vLLM returned no ``cumulative_logprob``, an unfinished or aborted
+                output, or a different number of outputs than asked.
+        """
+        if not requests:
+            return []
+        window = self.context_window
+        prompts, params = [], []
+        for i, request in enumerate(requests):
+            ids = _hf.encode_prompt(self._tokenizer, request.prompt)
+            if len(ids) >= window:
+                msg = (
+                    f"prompt {i} has {len(ids)} tokens, which does not fit the context window of "
+                    f"{window} tokens of model {self.model_name!r}: {request.prompt[:60]!r}..."
+                )
+                raise ContextWindowError(msg)
+            prompts.append({"prompt_token_ids": ids})
+            params.append(self.sampling_params(request, min(request.max_tokens, window - len(ids))))
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        if len(outputs) != len(requests):
+            msg = f"vLLM returned {len(outputs)} request outputs for {len(requests)} prompts"
+            raise VLLMOutputError(msg)
+        return [
+            _continuations(i, request, output, len(prompt["prompt_token_ids"]))
+            for i, (request, output, prompt) in enumerate(zip(requests, outputs, prompts))
+        ]
+
+
+def _continuations(index: int, request: GenerationRequest, output: Any, prompt_len: int) -> list[Continuation]:
+    """Map one ``RequestOutput`` onto ``request.n`` continuations."""
+    completions = sorted(output.outputs, key=lambda c: c.index)
+    sent = 1 if request.greedy else request.n
+    if len(completions) != sent:
+        msg = f"vLLM returned {len(completions)} outputs for request {index} with n={sent}"
+        raise VLLMOutputError(msg)
+    prompt_tokens = len(output.prompt_token_ids) if output.prompt_token_ids is not None else prompt_len
+    continuations = [_continuation(index, c, prompt_tokens) for c in completions]
+    return continuations * request.n if request.greedy else continuations
+
+
+def _continuation(index: int, completion: Any, prompt_tokens: int) -> Continuation:
+    """Map one ``CompletionOutput`` (see the module docstring)."""
+    if completion.cumulative_logprob is None:
+        msg = (
+            f"vLLM returned no cumulative_logprob for request {index} (output {completion.index}); "
+            "MFS scores steps by log-probabilities and vLLM fills them only when "
+            "SamplingParams.logprobs is set (this backend sets logprobs=0: were the sampling "
+            "params replaced?)"
+        )
+        raise VLLMOutputError(msg)
+    reason, stop = completion.finish_reason, completion.stop_reason
+    if reason == "length":
+        finish, stop_reason = "length", None
+    elif reason == "stop" and isinstance(stop, str):
+        finish, stop_reason = "stop", stop
+    elif reason == "stop":  # EOS (None) or a stop_token_ids entry (int)
+        finish, stop_reason = "eos", None
+    else:
+        msg = (f"vLLM finished request {index} (output {completion.index}) with finish_reason={reason!r}, "
+               f"stop_reason={stop!r}")
+        raise VLLMOutputError(msg)
+    return Continuation(
+        text=completion.text, token_ids=tuple(int(t) for t in completion.token_ids),
+        logprob_sum=float(completion.cumulative_logprob), finish_reason=finish, stop_reason=stop_reason,
+        prompt_tokens=prompt_tokens,
+    )

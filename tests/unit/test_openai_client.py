@@ -1,0 +1,288 @@
+"""The OpenAI-compatible backend without a server: payloads, response mapping, settings.
+
+Response bodies below copy the JSON shape of vLLM 0.33.0's ``CompletionResponse``
+(``vllm/entrypoints/openai/completion/protocol.py``). Socket tests are in
+``tests/integration/test_openai_backend.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+
+from mfs_core.backends import Backend, ContextWindowError
+from mfs_core.backends.openai import (
+    MissingLogprobsError,
+    OpenAIBackend,
+    OpenAIBackendError,
+    _retry_after,
+    assign_replicas,
+    parse_completion,
+)
+from mfs_core.settings import MFSSettings
+from mfs_core.types import GenerationRequest
+
+
+def choice(index: int, text: str, token_logprobs: list[float | None] | None, *, tokens: list[str] | None = None,
+           finish_reason: str = "stop", **extra: Any) -> dict[str, Any]:
+    tokens = tokens if tokens is not None else [f"t{i}" for i in range(len(token_logprobs or []))]
+    logprobs = None
+    if token_logprobs is not None:
+        offsets = [sum(len(t) for t in tokens[:i]) for i in range(len(tokens))]
+        logprobs = {"text_offset": offsets, "token_logprobs": token_logprobs, "tokens": tokens,
+                    "top_logprobs": [{t: lp} for t, lp in zip(tokens, token_logprobs)]}
+    return {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish_reason, **extra}
+
+
+def response(*choices: dict[str, Any], prompt_tokens: int | None = 17) -> dict[str, Any]:
+    body: dict[str, Any] = {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": "m", "choices": list(choices)}
+    if prompt_tokens is not None:
+        body["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": 0, "total_tokens": prompt_tokens}
+    return body
+
+
+def test_logprobs_are_summed_per_choice_and_choices_ordered_by_index() -> None:
+    request = GenerationRequest(prompt="p", n=2, stop=("\n",))
+    body = response(
+        choice(1, "b", [-0.5, -0.25], stop_reason=None, token_ids=[7, 2]),
+        choice(0, "a", [-1.0, -2.0, -0.125], stop_reason="\n", token_ids=[5, 6, 9]),
+    )
+    first, second = parse_completion(body, request)
+    assert (first.text, first.token_ids, first.logprob_sum, first.finish_reason, first.stop_reason) == (
+        "a", (5, 6, 9), -3.125, "stop", "\n")
+    assert (second.text, second.token_ids, second.logprob_sum, second.finish_reason, second.stop_reason) == (
+        "b", (7, 2), -0.75, "eos", None)
+    assert first.prompt_tokens == second.prompt_tokens == 17  # usage covers the one prompt of the request
+
+
+def test_int_stop_reason_and_length() -> None:
+    request = GenerationRequest(prompt="p", n=2)
+    body = response(choice(0, "x", [-1.0], stop_reason=128008), choice(1, "yy", [-1.0, -1.0], finish_reason="length", stop_reason=None))
+    eos, length = parse_completion(body, request)
+    assert (eos.finish_reason, eos.stop_reason) == ("eos", None)
+    assert (length.finish_reason, length.num_tokens) == ("length", 2)
+
+
+def test_stop_reason_is_inferred_without_vllm_fields() -> None:
+    request = GenerationRequest(prompt="p", n=2, stop=("\n", "<end_of_reasoning>"))
+    stopped = choice(0, "3 + 4 = 7", [-0.1] * 4, tokens=["3", " + 4", " = 7", "\n"])
+    ended = choice(1, "7", [-0.1, -0.2], tokens=["7", "</s>"])
+    stop, eos = parse_completion(response(stopped, ended), request)
+    assert (stop.finish_reason, stop.stop_reason, stop.token_ids) == ("stop", "\n", (-1, -1, -1, -1))
+    assert (eos.finish_reason, eos.stop_reason, eos.num_tokens) == ("eos", None, 2)
+
+
+def test_token_ids_from_token_id_strings() -> None:
+    body = response(choice(0, "ab", [-1.0, -1.0], tokens=["token_id:12", "token_id:3"], stop_reason=None))
+    assert parse_completion(body, GenerationRequest(prompt="p"))[0].token_ids == (12, 3)
+
+
+def test_prompt_tokens_fallback_without_usage() -> None:
+    body = response(choice(0, "a", [-1.0], stop_reason=None), prompt_tokens=None)
+    assert parse_completion(body, GenerationRequest(prompt="p"), prompt_tokens=9)[0].prompt_tokens == 9
+
+
+@pytest.mark.parametrize("logprobs", [None, [-1.0, None]])
+def test_missing_logprobs_is_a_clear_error(logprobs: list[float | None] | None) -> None:
+    body = response(choice(0, "a", logprobs, tokens=["a", "b"], stop_reason=None))
+    with pytest.raises(MissingLogprobsError, match="without per-token log-probs.*cannot run without them"):
+        parse_completion(body, GenerationRequest(prompt="p"), url="http://h/v1/completions")
+
+
+@pytest.mark.parametrize(("body", "pattern"), [
+    ({"object": "error"}, "without a 'choices' list"),
+    (response(choice(0, "a", [-1.0], stop_reason=None)), "returned 1 choices for n=2"),
+])
+def test_unusable_bodies(body: dict[str, Any], pattern: str) -> None:
+    with pytest.raises(OpenAIBackendError, match=pattern):
+        parse_completion(body, GenerationRequest(prompt="p", n=2))
+
+
+def test_unknown_finish_reason() -> None:
+    body = response(choice(0, "a", [-1.0], finish_reason="abort", stop_reason=None))
+    with pytest.raises(OpenAIBackendError, match="finish_reason='abort'"):
+        parse_completion(body, GenerationRequest(prompt="p"))
+
+
+def test_token_ids_must_match_logprobs() -> None:
+    body = response(choice(0, "a", [-1.0, -1.0], token_ids=[1], stop_reason=None))
+    with pytest.raises(OpenAIBackendError, match="1 token ids but 2 token log-probs"):
+        parse_completion(body, GenerationRequest(prompt="p"))
+
+
+def test_replicas_share_the_work_deterministically() -> None:
+    requests = [GenerationRequest(prompt="p", n=n, max_tokens=m) for n, m in [(8, 64), (1, 256), (1, 256), (2, 64), (1, 64)]]
+    assert assign_replicas(requests, 1) == [0, 0, 0, 0, 0]
+    # loads: [512, 0] -> r1; [512, 256] -> r1; [512, 512] -> r0; [640, 512] -> r1; [640, 640] -> r0
+    assert assign_replicas(requests, 2) == [0, 1, 1, 0, 1]
+    assert assign_replicas(requests, 3) == [0, 1, 2, 1, 2]
+
+
+def test_retry_after_header() -> None:
+    assert _retry_after("2") == 2.0
+    assert _retry_after("0.25") == 0.25
+    assert _retry_after("100000") == 300.0
+    assert _retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date in the past: retry now
+    assert _retry_after("soon") is None
+    assert _retry_after(None) is None
+
+
+class StubTokenizer:
+    bos_token = "<s>"
+    model_max_length = 64
+    chat_template = "stub"
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        ids = [1] if add_special_tokens else []
+        if text.startswith(self.bos_token):
+            ids.append(1)
+            text = text[len(self.bos_token):]
+        return ids + [ord(c) for c in text]
+
+
+def make_backend(**kwargs: Any) -> OpenAIBackend:
+    kwargs = {"tokenizer": StubTokenizer(), "context_window": 64, "num_parameters": 10, **kwargs}
+    return OpenAIBackend(["http://replica-a:8000", "http://replica-b:8000/v1/"], "served-model", **kwargs)
+
+
+def test_payload_has_every_sampling_field() -> None:
+    backend = make_backend(extra_body={"top_k": 0})
+    assert isinstance(backend, Backend)
+    assert backend.base_urls == ["http://replica-a:8000/v1", "http://replica-b:8000/v1"]
+    requests = [GenerationRequest(prompt="<s>chat", n=4, max_tokens=16, stop=("\n", "<end>"), temperature=0.7, top_p=0.95, seed=3),
+                GenerationRequest(prompt="raw", n=1, max_tokens=500, seed=None)]
+    (_, _, chat, replica0, tokens0), (_, _, raw, replica1, tokens1) = backend._prepare(requests)
+    assert chat == {"model": "served-model", "prompt": "<s>chat", "add_special_tokens": False, "n": 4, "max_tokens": 16,
+                    "temperature": 0.7, "top_p": 0.95, "stop": ["\n", "<end>"], "seed": 3, "logprobs": 1,
+                    "return_token_ids": True, "top_k": 0}
+    assert "add_special_tokens" not in raw  # the server adds the BOS, as the other backends do
+    assert (raw["max_tokens"], raw["seed"], raw["logprobs"], raw["stop"]) == (64 - 4, None, 1, [])
+    assert (tokens0, tokens1) == (5, 4)
+    assert (replica0, replica1) == (0, 1)
+
+
+def test_greedy_request_is_sent_once_with_temperature_zero() -> None:
+    request = GenerationRequest(prompt="p", n=3, temperature=0.7, greedy=True)
+    body = make_backend()._prepare([request])[0][2]
+    assert (body["temperature"], body["n"], body["logprobs"]) == (0.0, 1, 1)
+    results = parse_completion(response(choice(0, "a", [-1.0, -0.5], stop_reason=None, token_ids=[4, 2])), request)
+    assert [(c.text, c.token_ids, c.logprob_sum) for c in results] == [("a", (4, 2), -1.5)] * 3
+
+
+def test_plain_openai_payload_without_vllm_extensions() -> None:
+    backend = make_backend(vllm_extensions=False)
+    body = backend._prepare([GenerationRequest(prompt="<s>chat")])[0][2]
+    assert set(body) == {"model", "prompt", "n", "max_tokens", "temperature", "top_p", "stop", "seed", "logprobs"}
+
+
+def test_prompt_over_the_window_raises_before_sending() -> None:
+    with pytest.raises(ContextWindowError, match="prompt 0 has 65 tokens.*context window of 64"):
+        make_backend()._prepare([GenerationRequest(prompt="x" * 64)])
+
+
+def test_without_a_tokenizer() -> None:
+    backend = make_backend(tokenizer=None)
+    assert backend.apply_chat_template([{"role": "user", "content": "hi"}]) is None
+    with pytest.raises(RuntimeError, match="no local tokenizer"):
+        backend.count_tokens("hi")
+    body = backend._prepare([GenerationRequest(prompt="<s>chat", max_tokens=1000)])[0][2]
+    assert body["max_tokens"] == 1000 and "add_special_tokens" not in body
+
+
+@pytest.mark.parametrize("bad", [[], "http://one:8000/v1"])
+def test_base_urls_must_be_a_list(bad: Any) -> None:
+    with pytest.raises(ValueError, match="base_urls must be a non-empty list"):
+        OpenAIBackend(bad, "m")
+
+
+def test_from_settings_needs_base_urls() -> None:
+    with pytest.raises(ValueError, match="backend='openai' needs the server URLs.*--base-url"):
+        OpenAIBackend.from_settings(MFSSettings(backend="openai"))
+
+
+def test_missing_httpx_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "httpx", None)
+    with pytest.raises(ImportError, match=r'pip install "mfs\[openai\]"'):
+        OpenAIBackend(["http://h:1/v1"], "m")
+
+
+def test_base_urls_setting_accepts_json_and_commas(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MFS_BASE_URLS", '["http://a:8000/v1", "http://b:8000/v1/"]')
+    assert MFSSettings().base_urls == ["http://a:8000/v1", "http://b:8000/v1"]
+    monkeypatch.setenv("MFS_BASE_URLS", "http://a:8000/v1, http://b:8000/v1")
+    assert MFSSettings().base_urls == ["http://a:8000/v1", "http://b:8000/v1"]
+    assert MFSSettings(base_urls="http://c:1/v1").base_urls == ["http://c:1/v1"]
+
+
+@pytest.mark.parametrize(("value", "pattern"), [
+    (["localhost:8000"], "must be http:// or https:// URLs, got 'localhost:8000'"),
+    (["http://a/v1", "http://a/v1/"], "must not repeat a URL"),
+    ("[not json", "not a valid JSON list"),
+])
+def test_bad_base_urls(value: Any, pattern: str) -> None:
+    with pytest.raises(ValueError, match=pattern):
+        MFSSettings(base_urls=value)
+
+
+@pytest.mark.parametrize(("field", "value"), [("request_timeout", 0), ("max_retries", -1), ("gpu_memory_utilization", 1.5),
+                                              ("tensor_parallel_size", 0), ("max_model_len", 0), ("num_parameters", 0)])
+def test_backend_fields_are_range_checked(field: str, value: Any) -> None:
+    with pytest.raises(ValueError, match=field):
+        MFSSettings(**{field: value})
+
+
+def test_servers_and_client_options_change_the_backend_key() -> None:
+    base = MFSSettings(backend="openai", base_urls=["http://a:1/v1"])
+    for change in ({"base_urls": ["http://b:1/v1"]}, {"api_key": "k"}, {"request_timeout": 5.0}, {"max_retries": 0},
+                   {"tokenizer": "/tok"}, {"num_parameters": 8}):
+        assert MFSSettings(**{**base.model_dump(), **change}).backend_key() != base.backend_key(), change
+    assert "secret" not in repr(MFSSettings(api_key="secret").backend_key())
+
+
+class StubResponse:
+    """What ``OpenAIBackend`` reads of an ``httpx.Response``."""
+
+    def __init__(self, status_code: int, content: bytes, headers: dict[str, str] | None = None) -> None:
+        self.status_code = status_code
+        self.content = content
+        self.headers = {k.lower(): v for k, v in (headers or {}).items()}
+
+
+def test_response_status_mapping() -> None:
+    import json
+
+    from mfs_core.backends.openai import _Fault
+
+    backend = make_backend()
+    request = GenerationRequest(prompt="p")
+    url = "http://replica-a:8000/v1/completions"
+    outcome = backend._outcome(url, request, None, StubResponse(429, b'{"error": {"message": "slow down"}}', {"Retry-After": "3"}))
+    assert outcome == _Fault("HTTP 429: slow down", 3.0)
+    assert backend._outcome(url, request, None, StubResponse(502, b"bad gateway")) == _Fault("HTTP 502: bad gateway", None)
+    assert backend._delay(0, _Fault("x")) == 0.5 and backend._delay(3, _Fault("x")) == 4.0
+    assert backend._delay(10, _Fault("x")) == 30.0 and backend._delay(0, _Fault("x", 3.0)) == 3.0
+    malformed = backend._outcome(url, request, None, StubResponse(200, b'{"choices": ['))
+    assert isinstance(malformed, _Fault) and malformed.message.startswith("malformed JSON")
+    too_long = b'{"object": "error", "message": "This model\'s maximum context length is 64 tokens.", "code": 400}'
+    with pytest.raises(ContextWindowError, match="maximum context length is 64"):
+        backend._outcome(url, request, None, StubResponse(400, too_long))
+    with pytest.raises(OpenAIBackendError, match="HTTP 401: bad key"):
+        backend._outcome(url, request, None, StubResponse(401, b'{"error": {"message": "bad key"}}'))
+    ok = json.dumps(response(choice(0, "a", [-1.0], stop_reason=None), prompt_tokens=5)).encode()
+    assert backend._outcome(url, request, 5, StubResponse(200, ok))[0].prompt_tokens == 5
+
+
+def test_a_tokenizer_that_counts_differently_is_reported(caplog: pytest.LogCaptureFixture) -> None:
+    import json
+
+    backend = make_backend()
+    body = json.dumps(response(choice(0, "a", [-1.0], stop_reason=None), prompt_tokens=9)).encode()
+    with caplog.at_level("WARNING", logger="mfs_core.backends.openai"):
+        result = backend._outcome("http://h/v1/completions", GenerationRequest(prompt="p"), 5, StubResponse(200, body))
+        backend._outcome("http://h/v1/completions", GenerationRequest(prompt="p"), 5, StubResponse(200, body))
+    assert result[0].prompt_tokens == 9  # the server's count wins
+    assert [r.message for r in caplog.records].count(
+        "http://h/v1/completions counted 9 prompt tokens where the local tokenizer counts 5: is the tokenizer the "
+        "served model's?") == 1

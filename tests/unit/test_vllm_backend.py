@@ -1,0 +1,396 @@
+"""The vLLM adapter against stand-ins of vLLM 0.33.0's objects (no vllm, no GPU, no model).
+
+The stand-ins copy, from vLLM 0.33.0 (commit 4ba787ec9):
+
+* ``SamplingParams`` (``vllm/sampling_params.py``): every public input field, in order, with
+  its default; unknown keyword arguments raise ``TypeError`` as the msgspec struct does.
+* ``CompletionOutput`` (``vllm/outputs.py``): the dataclass fields, in order.
+* ``RequestOutput`` (``vllm/outputs.py``): the ``__init__`` signature.
+* ``LLM.generate`` (``vllm/entrypoints/llm.py``): ``(prompts, sampling_params=None, *,
+  use_tqdm=True, lora_request=None, priority=None, tokenization_kwargs=None,
+  mm_processor_kwargs=None) -> list[RequestOutput]``, and ``LLM.get_tokenizer()``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from mfs_core.backends import Backend, ContextWindowError, create_backend
+from mfs_core.backends.vllm import VLLM_SOURCE_VERSION, VLLMBackend, VLLMOutputError, engine_kwargs
+from mfs_core.engine import MFSEngine
+from mfs_core.settings import MFSSettings
+from mfs_core.types import GenerationRequest
+
+EOS = 2
+
+
+@dataclass(kw_only=True)
+class StandInSamplingParams:
+    """vLLM 0.33.0 ``SamplingParams`` public input fields and defaults (``max_tokens`` is 16)."""
+
+    n: int = 1
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    temperature: float = 1.0
+    watermarking: bool | None = None
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    stop_token_ids: list[int] | None = None
+    ignore_eos: bool = False
+    max_tokens: int | None = 16
+    min_tokens: int = 0
+    logprobs: int | None = None
+    prompt_logprobs: int | None = None
+    prompt_logprob_token_ids: list[int] | None = None
+    prompt_logprob_start: int | None = None
+    logprob_token_ids: list[int] | None = None
+    flat_logprobs: bool = False
+    detokenize: bool = True
+    skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
+    include_stop_str_in_output: bool = False
+    output_kind: Any = None
+    stream_interval: int | None = None
+    skip_clone: bool = False
+    structured_outputs: Any = None
+    logit_bias: dict[int, float] | None = None
+    allowed_token_ids: list[int] | None = None
+    extra_args: dict[str, Any] | None = None
+    bad_words: list[str] | None = None
+    skip_reading_prefix_cache: bool | None = None
+    thinking_token_budget: int | None = None
+    repetition_detection: Any = None
+    routed_experts_prompt_start: int = 0
+    trace_decode_token_ids: list[int] | None = None
+
+
+@dataclass
+class StandInCompletionOutput:
+    """vLLM 0.33.0 ``CompletionOutput`` fields, in order."""
+
+    index: int
+    text: str
+    token_ids: Sequence[int]
+    cumulative_logprob: float | None
+    logprobs: Any | None
+    routed_experts: Any | None = None
+    finish_reason: str | None = None
+    stop_reason: int | str | None = None
+    lora_request: Any | None = None
+    sampling_mask: Any | None = None
+    spec_decode_metrics: Any | None = None
+    weight_versions: list[Any] | None = None
+
+
+class StandInRequestOutput:
+    """vLLM 0.33.0 ``RequestOutput.__init__`` signature."""
+
+    def __init__(self, request_id: str, prompt: str | None, prompt_token_ids: list[int] | None,
+                 prompt_logprobs: Any | None, outputs: list[StandInCompletionOutput], finished: bool,
+                 metrics: Any | None = None, lora_request: Any | None = None, encoder_prompt: str | None = None,
+                 encoder_prompt_token_ids: list[int] | None = None, num_cached_tokens: int | None = None,
+                 num_cache_creation_tokens: int | None = None, *, prompt_token_id_logprobs: Any | None = None,
+                 kv_transfer_params: dict[str, Any] | None = None, ec_transfer_params: dict[str, Any] | None = None,
+                 **kwargs: Any) -> None:
+        self.request_id = request_id
+        self.prompt = prompt
+        self.prompt_token_ids = prompt_token_ids
+        self.prompt_logprobs = prompt_logprobs
+        self.outputs = outputs
+        self.finished = finished
+        self.num_cached_tokens = num_cached_tokens
+
+
+class CharTokenizer:
+    """A tokenizer stand-in: ``<s>`` is the BOS (id 1), every other character one token.
+
+    ``encode(text, add_special_tokens=True)`` prepends the BOS even when the text starts with
+    one, as Hugging Face tokenizers do (the doubled BOS the adapter must avoid).
+    """
+
+    bos_token = "<s>"
+    bos_token_id = 1
+    eos_token_id = EOS
+    chat_template = "{{ bos_token }}{% for m in messages %}<|{{ m.role }}|>\n{{ m.content }}\n{% endfor %}<|assistant|>\n"
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        ids = [self.bos_token_id] if add_special_tokens else []
+        if text.startswith(self.bos_token):
+            ids.append(self.bos_token_id)
+            text = text[len(self.bos_token):]
+        return ids + [100 + ord(c) for c in text]
+
+    def apply_chat_template(self, messages: list[dict[str, str]], tokenize: bool = True,
+                            add_generation_prompt: bool = False) -> str:
+        body = "".join(f"<|{m['role']}|>\n{m['content']}\n" for m in messages)
+        return self.bos_token + body + ("<|assistant|>\n" if add_generation_prompt else "")
+
+
+Responder = Callable[[int, list[int], StandInSamplingParams], list[StandInCompletionOutput]]
+
+
+def eos_outputs(request_index: int, prompt_ids: list[int], params: StandInSamplingParams) -> list[StandInCompletionOutput]:
+    """n outputs, listed in reverse index order, each three tokens ending in EOS."""
+    return [
+        StandInCompletionOutput(index=k, text=f"r{request_index}s{k}", token_ids=[10 + k, 11 + k, EOS],
+                                cumulative_logprob=-0.5 * (k + 1) - request_index, logprobs=None,
+                                finish_reason="stop", stop_reason=None)
+        for k in reversed(range(params.n))
+    ]
+
+
+@dataclass
+class FakeLLM:
+    """``vllm.LLM`` stand-in: records every ``generate`` call and answers with ``responder``."""
+
+    responder: Responder = eos_outputs
+    max_model_len: int = 4096
+    tokenizer: CharTokenizer = field(default_factory=CharTokenizer)
+    calls: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.model_config = SimpleNamespace(max_model_len=self.max_model_len, hf_config=None)
+
+    def get_tokenizer(self) -> CharTokenizer:
+        return self.tokenizer
+
+    def generate(self, prompts: Any, sampling_params: Any = None, *, use_tqdm: Any = True, lora_request: Any = None,
+                 priority: Any = None, tokenization_kwargs: Any = None, mm_processor_kwargs: Any = None) -> list[StandInRequestOutput]:
+        self.calls.append({"prompts": prompts, "params": sampling_params, "use_tqdm": use_tqdm})
+        return [
+            StandInRequestOutput(request_id=str(i), prompt=None, prompt_token_ids=prompt["prompt_token_ids"],
+                                 prompt_logprobs=None, outputs=self.responder(i, prompt["prompt_token_ids"], params),
+                                 finished=True)
+            for i, (prompt, params) in enumerate(zip(prompts, sampling_params))
+        ]
+
+
+def make_backend(llm: FakeLLM | None = None, **kwargs: Any) -> tuple[VLLMBackend, FakeLLM]:
+    llm = llm or FakeLLM()
+    return VLLMBackend(llm, "stand-in", sampling_params_cls=StandInSamplingParams, **kwargs), llm
+
+
+def test_source_version_is_cited() -> None:
+    assert VLLM_SOURCE_VERSION.startswith("0.33.0")
+
+
+def test_backend_satisfies_the_protocol() -> None:
+    backend, _ = make_backend(num_parameters=123)
+    assert isinstance(backend, Backend)
+    assert backend.context_window == 4096
+    assert backend.num_parameters == 123
+
+
+def test_one_generate_call_with_one_sampling_params_per_request() -> None:
+    backend, llm = make_backend()
+    requests = [
+        GenerationRequest(prompt="<s>question\n", n=3, max_tokens=64, stop=("\n", "<end>"), temperature=0.7, top_p=0.9, seed=11),
+        GenerationRequest(prompt="plain text", n=1, max_tokens=256, stop=("<end>",), temperature=1.3, top_p=1.0, seed=None),
+    ]
+    backend.generate(requests)
+    assert len(llm.calls) == 1
+    call = llm.calls[0]
+    assert call["use_tqdm"] is False
+    assert len(call["prompts"]) == len(call["params"]) == 2
+    first, second = call["params"]
+    assert (first.n, first.temperature, first.top_p, first.max_tokens, first.stop, first.seed, first.logprobs) == (
+        3, 0.7, 0.9, 64, ["\n", "<end>"], 11, 0)
+    assert (second.n, second.temperature, second.top_p, second.max_tokens, second.stop, second.seed, second.logprobs) == (
+        1, 1.3, 1.0, 256, ["<end>"], None, 0)
+    # Nothing else is changed from vLLM's defaults: no top-k, no penalties, stop strings cut from the text.
+    defaults = StandInSamplingParams()
+    for name in ("top_k", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty",
+                 "include_stop_str_in_output", "skip_special_tokens", "ignore_eos", "min_tokens"):
+        assert getattr(first, name) == getattr(defaults, name), name
+
+
+def test_greedy_requests_are_temperature_zero_and_sent_once() -> None:
+    backend, llm = make_backend()
+    results = backend.generate([GenerationRequest(prompt="q", n=3, temperature=0.7, greedy=True)])
+    params = llm.calls[0]["params"][0]
+    assert (params.temperature, params.n, params.logprobs) == (0.0, 1, 0)  # vLLM refuses n > 1 when greedy
+    assert [c.token_ids for c in results[0]] == [(10, 11, EOS)] * 3
+
+
+def test_prompts_are_token_ids_without_a_second_bos() -> None:
+    backend, llm = make_backend()
+    backend.generate([GenerationRequest(prompt="<s>ab"), GenerationRequest(prompt="ab")])
+    prompts = llm.calls[0]["prompts"]
+    assert prompts[0] == {"prompt_token_ids": [1, 100 + ord("a"), 100 + ord("b")]}  # template's BOS kept, none added
+    assert prompts[1] == {"prompt_token_ids": [1, 100 + ord("a"), 100 + ord("b")]}  # BOS added to a raw prompt
+
+
+def test_max_tokens_is_always_sent_and_clamped_to_the_window() -> None:
+    backend, llm = make_backend(FakeLLM(max_model_len=20))
+    prompt = "x" * 7  # BOS + 7 tokens = 8 tokens
+    backend.generate([GenerationRequest(prompt=prompt, max_tokens=5), GenerationRequest(prompt=prompt, max_tokens=500)])
+    assert [p.max_tokens for p in llm.calls[0]["params"]] == [5, 20 - 8]
+
+
+def test_results_are_mapped_back_in_order() -> None:
+    backend, _ = make_backend()
+    requests = [GenerationRequest(prompt="a", n=2), GenerationRequest(prompt="bcd", n=3)]
+    results = backend.generate(requests)
+    assert [len(r) for r in results] == [2, 3]
+    assert [[c.text for c in r] for r in results] == [["r0s0", "r0s1"], ["r1s0", "r1s1", "r1s2"]]
+    assert results[1][2].token_ids == (12, 13, EOS)
+    assert results[1][2].logprob_sum == pytest.approx(-0.5 * 3 - 1)
+    assert [c.prompt_tokens for r in results for c in r] == [2, 2, 4, 4, 4]
+    assert all(c.finish_reason == "eos" and c.stop_reason is None for r in results for c in r)
+
+
+def stop_outputs(request_index: int, prompt_ids: list[int], params: StandInSamplingParams) -> list[StandInCompletionOutput]:
+    """The four ways vLLM 0.33 finishes a sequence, one per output index."""
+    return [
+        # A stop string: text cut before it, the token that completed it still in token_ids.
+        StandInCompletionOutput(0, "3 + 4 = 7", [51, 52, 53, 54, 55, 56], -1.25, None, finish_reason="stop", stop_reason="\n"),
+        # The EOS token: stop_reason None, EOS in token_ids, not in the text.
+        StandInCompletionOutput(1, "done", [60, 61, EOS], -2.5, None, finish_reason="stop", stop_reason=None),
+        # A stop_token_ids entry (e.g. Llama-3's <|eom_id|> from generation_config): an int stop_reason.
+        StandInCompletionOutput(2, "turn", [70, 128008], -0.75, None, finish_reason="stop", stop_reason=128008),
+        # max_tokens reached.
+        StandInCompletionOutput(3, "abcd", [80, 81, 82, 83], -4.0, None, finish_reason="length", stop_reason=None),
+    ]
+
+
+def test_finish_reasons_and_token_counts() -> None:
+    backend, _ = make_backend(FakeLLM(responder=stop_outputs))
+    stop, eos, stop_id, length = backend.generate([GenerationRequest(prompt="q", n=4, stop=("\n",))])[0]
+    assert (stop.text, stop.finish_reason, stop.stop_reason, stop.num_tokens, stop.logprob_sum) == (
+        "3 + 4 = 7", "stop", "\n", 6, -1.25)
+    assert (eos.finish_reason, eos.stop_reason, eos.num_tokens, eos.token_ids[-1]) == ("eos", None, 3, EOS)
+    assert (stop_id.finish_reason, stop_id.stop_reason, stop_id.num_tokens) == ("eos", None, 2)
+    assert (length.finish_reason, length.stop_reason, length.num_tokens, length.mean_logprob) == ("length", None, 4, -1.0)
+
+
+def test_missing_cumulative_logprob_is_a_clear_error() -> None:
+    def no_logprobs(i: int, ids: list[int], params: StandInSamplingParams) -> list[StandInCompletionOutput]:
+        return [StandInCompletionOutput(0, "x", [5], None, None, finish_reason="stop", stop_reason=None)]
+
+    backend, _ = make_backend(FakeLLM(responder=no_logprobs))
+    with pytest.raises(VLLMOutputError, match=r"no cumulative_logprob for request 0.*logprobs"):
+        backend.generate([GenerationRequest(prompt="q")])
+
+
+@pytest.mark.parametrize("reason", ["abort", "error", "repetition", None])
+def test_unusable_finish_reasons_raise(reason: str | None) -> None:
+    def finished(i: int, ids: list[int], params: StandInSamplingParams) -> list[StandInCompletionOutput]:
+        return [StandInCompletionOutput(0, "x", [5], -1.0, None, finish_reason=reason, stop_reason=None)]
+
+    backend, _ = make_backend(FakeLLM(responder=finished))
+    with pytest.raises(VLLMOutputError, match=f"finish_reason={reason!r}"):
+        backend.generate([GenerationRequest(prompt="q")])
+
+
+def test_wrong_number_of_outputs_raises() -> None:
+    def one_short(i: int, ids: list[int], params: StandInSamplingParams) -> list[StandInCompletionOutput]:
+        return eos_outputs(i, ids, params)[1:]
+
+    backend, _ = make_backend(FakeLLM(responder=one_short))
+    with pytest.raises(VLLMOutputError, match="returned 2 outputs for request 0 with n=3"):
+        backend.generate([GenerationRequest(prompt="q", n=3)])
+
+
+def test_prompt_over_the_window_raises_before_calling_vllm() -> None:
+    backend, llm = make_backend(FakeLLM(max_model_len=10))
+    with pytest.raises(ContextWindowError, match="prompt 1 has 11 tokens.*context window of 10"):
+        backend.generate([GenerationRequest(prompt="ok"), GenerationRequest(prompt="y" * 10)])
+    assert llm.calls == []
+
+
+def test_tokenizer_methods_use_the_engine_tokenizer() -> None:
+    backend, _ = make_backend()
+    assert backend.count_tokens("<s>abc") == 4
+    assert backend.apply_chat_template([{"role": "user", "content": "hi"}]) == "<s><|user|>\nhi\n<|assistant|>\n"
+
+
+@pytest.mark.slow  # imports transformers (seconds on 2 cores)
+def test_num_parameters_counted_from_the_hf_config() -> None:
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                                      num_attention_heads=2, num_key_value_heads=2, tie_word_embeddings=True)
+    llm = FakeLLM()
+    llm.model_config.hf_config = config
+    backend, _ = make_backend(llm)
+    expected = sum(p.numel() for p in transformers.LlamaForCausalLM(config).parameters())
+    assert backend.num_parameters == expected
+
+
+def test_num_parameters_unknown_is_zero() -> None:
+    backend, _ = make_backend()  # hf_config None: nothing to count
+    assert backend.num_parameters == 0
+
+
+def test_engine_kwargs_pass_settings_through() -> None:
+    settings = MFSSettings(backend="vllm", model="meta-llama/Llama-3.1-8B-Instruct", dtype="bfloat16", seed=5,
+                           tensor_parallel_size=2, gpu_memory_utilization=0.8, max_model_len=8192,
+                           vllm_kwargs={"enforce_eager": True, "quantization": "fp8"})
+    assert engine_kwargs(settings) == {
+        "model": "meta-llama/Llama-3.1-8B-Instruct", "tensor_parallel_size": 2, "dtype": "bfloat16",
+        "gpu_memory_utilization": 0.8, "enable_prefix_caching": True, "seed": 5, "max_model_len": 8192,
+        "enforce_eager": True, "quantization": "fp8",
+    }
+    assert "max_model_len" not in engine_kwargs(MFSSettings(backend="vllm"))
+    assert engine_kwargs(MFSSettings(backend="vllm", enable_prefix_caching=False))["enable_prefix_caching"] is False
+
+
+def test_engine_kwargs_resolve_the_demo_model() -> None:
+    from mfs_core.backends.transformers import demo_model_path
+
+    assert engine_kwargs(MFSSettings(backend="vllm"))["model"] == str(demo_model_path())
+
+
+def test_engine_kwargs_refuse_processed_logprobs() -> None:
+    with pytest.raises(ValueError, match="logprobs_mode='processed_logprobs'.*raw"):
+        engine_kwargs(MFSSettings(backend="vllm", vllm_kwargs={"logprobs_mode": "processed_logprobs"}))
+
+
+def test_vllm_kwargs_may_not_repeat_a_setting() -> None:
+    with pytest.raises(ValueError, match=r"vllm_kwargs must not set \['seed', 'tensor_parallel_size'\]"):
+        MFSSettings(vllm_kwargs={"tensor_parallel_size": 2, "seed": 1})
+
+
+def test_engine_settings_change_the_backend_key() -> None:
+    base = MFSSettings(backend="vllm")
+    for change in ({"tensor_parallel_size": 2}, {"gpu_memory_utilization": 0.5}, {"max_model_len": 1024},
+                   {"enable_prefix_caching": False}, {"vllm_kwargs": {"enforce_eager": True}}):
+        assert MFSSettings(backend="vllm", **change).backend_key() != base.backend_key(), change
+    assert MFSSettings(backend="vllm", seed=9).backend_key() == base.backend_key()  # per-request seeds
+
+
+def test_missing_vllm_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm now raises ImportError
+    with pytest.raises(ImportError, match=r'pip install "mfs\[vllm\]"'):
+        create_backend(MFSSettings(backend="vllm"))
+
+
+def scripted_reasoning(request_index: int, prompt_ids: list[int], params: StandInSamplingParams) -> list[StandInCompletionOutput]:
+    """Steps end at "\\n"; rollouts (stopped only by the end marker) give the answer."""
+    if "\n" in params.stop:
+        return [StandInCompletionOutput(k, "3 + 4 = 7", [40 + k, 41, 42], -0.3 * (k + 1), None,
+                                        finish_reason="stop", stop_reason="\n") for k in range(params.n)]
+    return [StandInCompletionOutput(k, "The answer is: \\boxed{7}.", [50, 51, 52, 53], -0.2 * (k + 1), None,
+                                    finish_reason="stop", stop_reason="<end_of_reasoning>") for k in range(params.n)]
+
+
+def test_engine_makes_one_llm_generate_call_per_round() -> None:
+    backend, llm = make_backend(FakeLLM(responder=scripted_reasoning), num_parameters=1000)
+    settings = MFSSettings(backend="vllm", step_beam_size=2, num_rollouts=2, max_steps=2, prompt_format="raw")
+    engine = MFSEngine(backend, settings)
+    results = engine.decode(["Tom has 3 apples. He buys 4 more. How many now?", "Same again?"])
+    assert [r.answer for r in results] == ["7", "7"]
+    assert engine.stats.generate_calls == len(llm.calls) >= 2
+    assert engine.stats.requests == sum(len(call["prompts"]) for call in llm.calls)
+    # Both decodes share every round: each call holds requests of both prompts.
+    assert all(len({tuple(p["prompt_token_ids"][:12]) for p in call["prompts"]}) == 2 for call in llm.calls)
+    assert results[0].flops == 6.0 * results[0].output_tokens * 1000
