@@ -85,6 +85,30 @@ class MFSParams(BaseModel):
     batch_size: int = _DEFAULTS["batch_size"]
     """Most sequences in one forward pass of the transformers backend (default 256)."""
 
+    # --- vLLM and OpenAI-compatible backends (see MFSSettings for ranges) ----------------
+    base_urls: list[str] = _DEFAULTS["base_urls"]
+    """``backend="openai"``: base URLs of the OpenAI-compatible servers (default []); a round's requests are spread across them."""
+    api_key: str | None = _DEFAULTS["api_key"]
+    """``backend="openai"``: bearer token sent to the servers (default None: none)."""
+    request_timeout: float = _DEFAULTS["request_timeout"]
+    """``backend="openai"``: seconds one HTTP attempt may wait (default 600)."""
+    max_retries: int = _DEFAULTS["max_retries"]
+    """``backend="openai"``: retries after a 429, 5xx, timeout or connection error (default 3)."""
+    tokenizer: str | None = _DEFAULTS["tokenizer"]
+    """Local tokenizer path or cached name (default None: the model's own)."""
+    num_parameters: int | None = _DEFAULTS["num_parameters"]
+    """Parameter count for the FLOPs estimate 6·n·P (default None: read from the model config)."""
+    tensor_parallel_size: int = _DEFAULTS["tensor_parallel_size"]
+    """``backend="vllm"``: GPUs the model is split across (default 1)."""
+    gpu_memory_utilization: float = _DEFAULTS["gpu_memory_utilization"]
+    """``backend="vllm"``: fraction of GPU memory vLLM may use (default 0.9)."""
+    max_model_len: int | None = _DEFAULTS["max_model_len"]
+    """Context window in tokens for vLLM, or overriding the server's (default None)."""
+    enable_prefix_caching: bool = _DEFAULTS["enable_prefix_caching"]
+    """``backend="vllm"``: reuse the KV cache of shared prompt prefixes (default True)."""
+    vllm_kwargs: dict[str, Any] = _DEFAULTS["vllm_kwargs"]
+    """``backend="vllm"``: further ``vllm.LLM`` keyword arguments (default {})."""
+
     # --- prompt format -----------------------------------------------------------------
     prompt_format: Literal["auto", "chat", "raw"] = _DEFAULTS["prompt_format"]
     """How an LLM prompt becomes the model prompt: ``"chat"`` wraps it as the user message of
