@@ -36,6 +36,9 @@ class GenerationRequest:
         temperature: sampling temperature, > 0 (the log-probs reported stay raw).
         top_p: nucleus mass in (0, 1].
         seed: seed of this request's own random generator; None draws from entropy.
+        greedy: take the most likely token at every step (argmax of the logits, ties to
+            the lowest token id) instead of sampling; ``temperature``, ``top_p`` and
+            ``seed`` are then unused (mirrors vLLM's ``temperature=0``).
     """
 
     prompt: str
@@ -45,6 +48,7 @@ class GenerationRequest:
     temperature: float = 1.0
     top_p: float = 1.0
     seed: int | None = None
+    greedy: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.prompt, str):

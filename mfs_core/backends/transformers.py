@@ -4,6 +4,7 @@ One :meth:`TransformersBackend.generate` call samples every request of a round i
 left-padded batch (split into chunks of ``batch_size`` sequences only to bound memory),
 ``n`` rows per request, with its own temperature, top-p, stop strings, token budget and
 ``torch.Generator`` (so a request's samples do not depend on what else is in the batch).
+A ``greedy`` request takes the argmax of the logits at every step (ties to the lowest id).
 Sampling is plain ancestral sampling (no top-k); the log-probabilities reported are the raw
 ones (``log_softmax`` of the unscaled logits, temperature 1), as vLLM reports by default.
 
@@ -230,7 +231,10 @@ class TransformersBackend:
                 by_request.setdefault(rows[row_index].request, []).append(pos)
             for request_index, positions_of_request in by_request.items():
                 index = torch.tensor(positions_of_request, device=device)
-                tokens[index] = torch.multinomial(probs[index], 1, generator=generators[request_index]).squeeze(1)
+                if requests[request_index].greedy:
+                    tokens[index] = logits[index].argmax(dim=-1)  # first index among ties
+                else:
+                    tokens[index] = torch.multinomial(probs[index], 1, generator=generators[request_index]).squeeze(1)
             chosen = raw.gather(1, tokens.unsqueeze(1)).squeeze(1).tolist()
             token_list = tokens.tolist()
             for pos, row_index in enumerate(active):
