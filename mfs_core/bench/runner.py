@@ -149,6 +149,16 @@ def load_records(path: Path) -> list[dict[str, Any]]:
     return records
 
 
+def _drop_torn_tail(path: Path) -> None:
+    """Cut a last line left without its newline by an interrupted write, so appends stay whole lines."""
+    if not path.is_file():
+        return
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        logger.warning("dropping the unfinished last line of %s", path)
+        path.write_bytes(data[: data.rfind(b"\n") + 1])
+
+
 def _check_config(out_dir: Path, config: dict[str, Any]) -> None:
     path = out_dir / CONFIG_FILE
     if path.is_file():
@@ -233,6 +243,7 @@ def run_bench(
         "methods": [m.label for m in methods], "sc_k": sc_k,
     })
     records_path = out / RECORDS_FILE
+    _drop_torn_tail(records_path)
     records = load_records(records_path)
     by_index = {ex.index: ex for ex in dataset.examples}
     for rec in records:
@@ -270,9 +281,10 @@ def _run_method(engine: MFSEngine, method: BenchMethod, settings: MFSSettings, k
     flight: dict[Future, Example] = {}
     last_time, last_generate = time.perf_counter(), engine.stats.generate_seconds
     while pending or flight:
-        while pending and len(flight) < concurrency:
-            ex = pending.pop()
-            flight[engine.submit_prompts([prompts[ex.index]], settings=settings, method=method.decoder)[0]] = ex
+        batch = [pending.pop() for _ in range(min(len(pending), concurrency - len(flight)))]
+        if batch:  # one submission, so the engine starts them in the same round
+            futures = engine.submit_prompts([prompts[ex.index] for ex in batch], settings=settings, method=method.decoder)
+            flight.update(zip(futures, batch))
         finished, _ = wait(list(flight), return_when=FIRST_COMPLETED)
         for future in sorted(finished, key=lambda f: flight[f].index):
             now, generate = time.perf_counter(), engine.stats.generate_seconds
