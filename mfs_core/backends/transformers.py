@@ -226,9 +226,11 @@ class TransformersBackend:
             if bool((top_p < 1).any()):
                 probs = _top_p_filter(probs, top_p)
             tokens = torch.empty(len(active), dtype=torch.long, device=device)
+            tokens.fill_(pad)
             by_request: dict[int, list[int]] = {}
             for pos, row_index in enumerate(active):
-                by_request.setdefault(rows[row_index].request, []).append(pos)
+                if rows[row_index].finish_reason is None:  # finished rows draw nothing
+                    by_request.setdefault(rows[row_index].request, []).append(pos)
             for request_index, positions_of_request in by_request.items():
                 index = torch.tensor(positions_of_request, device=device)
                 if requests[request_index].greedy:

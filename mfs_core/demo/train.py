@@ -132,6 +132,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--heldout", type=Path, default=None, help="also write the held-out set here")
     parser.add_argument("--log-every", type=int, default=50)
+    parser.add_argument(
+        "--init-from", type=Path, default=None,
+        help="continue from this saved model and tokenizer instead of a fresh model (a second phase)",
+    )
+    parser.add_argument(
+        "--save-every", type=int, default=0,
+        help="also save checkpoint-STEP/ every this many steps (0: only the final model)",
+    )
     args = parser.parse_args(argv)
 
     import torch
@@ -144,7 +152,12 @@ def main(argv: list[str] | None = None) -> dict:
     heldout_questions = frozenset(p.question for p in heldout)
     corpus_problems = generate_problems(5000, seed=args.seed + 1, exclude=heldout_questions)
     corpus = [p.question + "\n" + ASSISTANT_PREFIX + p.solution for p in corpus_problems]
-    tokenizer = build_tokenizer(corpus, args.vocab_size)
+    if args.init_from is not None:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(args.init_from)
+    else:
+        tokenizer = build_tokenizer(corpus, args.vocab_size)
 
     config = LlamaConfig(
         vocab_size=len(tokenizer),
@@ -160,7 +173,7 @@ def main(argv: list[str] | None = None) -> dict:
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
-    model = LlamaForCausalLM(config)
+    model = LlamaForCausalLM.from_pretrained(args.init_from) if args.init_from is not None else LlamaForCausalLM(config)
     num_parameters = sum(p.numel() for p in model.parameters())
     logger.info("model: %d parameters", num_parameters)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1, betas=(0.9, 0.98))
@@ -199,6 +212,10 @@ def main(argv: list[str] | None = None) -> dict:
             elapsed = time.perf_counter() - start
             history.append({"step": step + 1, "loss": round(mean_loss, 4), "seconds": round(elapsed, 1)})
             logger.info("step %d loss %.4f (%.0f s)", step + 1, mean_loss, elapsed)
+        if args.save_every and (step + 1) % args.save_every == 0 and step + 1 < args.steps:
+            checkpoint = args.output_dir / f"checkpoint-{step + 1}"
+            model.save_pretrained(checkpoint, safe_serialization=True)
+            tokenizer.save_pretrained(checkpoint)
     wall = time.perf_counter() - start
 
     args.output_dir.mkdir(parents=True, exist_ok=True)
@@ -213,7 +230,12 @@ def main(argv: list[str] | None = None) -> dict:
         "batch_size": args.batch_size,
         "learning_rate": args.lr,
         "num_parameters": num_parameters,
-        "config": {k: getattr(args, k) for k in ("hidden_size", "layers", "heads", "intermediate_size", "vocab_size")},
+        "config": {
+            "hidden_size": model.config.hidden_size, "layers": model.config.num_hidden_layers,
+            "heads": model.config.num_attention_heads, "intermediate_size": model.config.intermediate_size,
+            "vocab_size": model.config.vocab_size,
+        },
+        "init_from": str(args.init_from) if args.init_from is not None else None,
         "wall_seconds": round(wall, 1),
         "final_loss": history[-1]["loss"] if history else None,
         "history": history,

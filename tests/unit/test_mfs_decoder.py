@@ -1,0 +1,207 @@
+"""The MFS decoder against a scripted backend, with hand-computed numbers.
+
+Scenario (raw prompt "Q:", M = 2, N = 2, λ1 = 0.4, two steps):
+
+t = 0, one request n = M·N = 4 from "Q:": step log-probs a -0.1, b -0.5, c -0.9, d -1.3.
+    μ = -0.7, σ = sqrt(0.2) = 0.44721, threshold = -0.7 + 0.4·0.44721 = -0.52111
+    -> a and b survive. Rollouts: F(a) = -0.2 (answer 1), F(b) = -0.4 (answer 2).
+    Baseline at t = 0 is the mean F = -0.3 -> V(a) = +0.1, V(b) = -0.1. Both kept (M = 2).
+t = 1, from "a\\n": a2 -0.2, a3 -0.6; from "b\\n": b2 -0.3, b3 -0.7.
+    μ = -0.45, σ = sqrt(0.0425) = 0.20616, threshold = -0.36754 -> a2 and b2 survive.
+    Rollouts: F(a2) = -0.1 (answer 1), F(b2) = -0.35 (answer 2).
+    V(a2) = -0.1 - (-0.2) = +0.1, V(b2) = -0.35 - (-0.4) = +0.05   (parent_foresight)
+    V(a2) = -0.1 - (-0.1) =  0.0, V(b2) = -0.35 - (-0.5) = +0.15   (parent_step)
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from mfs_core import MFSEngine, MFSSettings
+from mfs_core.decoders.mfs import decode_mfs
+from tests.scripted import ScriptedBackend, continuation
+
+END = "<end_of_reasoning>"
+STEP_STOP = ("\n", END)
+
+STEPS = {
+    "Q:": [("a", -0.1), ("b", -0.5), ("c", -0.9), ("d", -1.3)],
+    "Q:a\n": [("a2", -0.2), ("a3", -0.6)],
+    "Q:b\n": [("b2", -0.3), ("b3", -0.7)],
+}
+ROLLOUTS = {
+    "Q:a\n": ("The answer is: \\boxed{1}.", -0.2),
+    "Q:b\n": ("The answer is: \\boxed{2}.", -0.4),
+    "Q:a\na2\n": ("The answer is: \\boxed{1}.", -0.1),
+    "Q:b\nb2\n": ("The answer is: \\boxed{2}.", -0.35),
+}
+
+
+def scripted_model(steps=STEPS, rollouts=ROLLOUTS):
+    def script(request):
+        if request.stop == STEP_STOP:
+            options = steps[request.prompt]
+            assert request.n == len(options), (request.prompt, request.n)
+            return [continuation(text, logprobs=[lp, lp], stop_reason="\n") for text, lp in options]
+        assert request.stop == (END,)
+        text, lp = rollouts[request.prompt]
+        return [continuation(text, logprobs=[lp] * 4, stop_reason=END)] * request.n
+
+    return ScriptedBackend(script, num_parameters=1000)
+
+
+def drive(decoder, backend):
+    """Run a decoder coroutine directly against a backend (no engine, no thread)."""
+    outputs = None
+    try:
+        while True:
+            requests = decoder.send(outputs)
+            outputs = backend.generate(requests)
+    except StopIteration as stop:
+        return stop.value
+
+
+def run(**overrides):
+    base = dict(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=2, seed=0)
+    settings = MFSSettings(**{**base, **overrides})
+    backend = scripted_model()
+    engine = MFSEngine(backend, settings)
+    return engine.decode(["Q:"])[0], backend
+
+
+def test_step_values_pruning_and_trace():
+    result, _ = run()
+    step0, step1 = result.steps
+    assert step0.mean_score == pytest.approx(-0.7)
+    assert step0.std_score == pytest.approx(math.sqrt(0.2))
+    assert step0.prune_threshold == pytest.approx(-0.7 + 0.4 * math.sqrt(0.2))
+    assert step0.c_prune == pytest.approx(-0.1 - step0.prune_threshold)
+    assert [c.pruned for c in step0.candidates] == [False, False, True, True]
+    assert [c.foresight_quality for c in step0.candidates[:2]] == pytest.approx([-0.2, -0.4])
+    assert [c.step_value for c in step0.candidates[:2]] == pytest.approx([0.1, -0.1])
+    assert [c.deficit for c in step0.candidates[:2]] == pytest.approx([0.0, 0.2])
+    assert step0.candidates[2].foresight_quality is None and step0.candidates[2].step_value is None
+    assert step1.prune_threshold == pytest.approx(-0.45 + 0.4 * math.sqrt(0.0425))
+    assert [c.text for c in step1.candidates if not c.pruned] == ["a2", "b2"]
+    assert [c.step_value for c in step1.candidates if not c.pruned] == pytest.approx([0.1, 0.05])
+    assert step1.max_step_value == pytest.approx(0.1)
+    assert result.stop_reason == "max_steps"
+
+
+def test_the_best_candidate_always_survives_pruning():
+    result, _ = run(prune_lambda=50.0)
+    assert [c.pruned for c in result.steps[0].candidates] == [False, True, True, True]
+
+
+def test_width_pruning_off_rolls_out_every_candidate():
+    steps = {**STEPS}
+    rollouts = {**ROLLOUTS, "Q:c\n": ("The answer is: \\boxed{3}.", -0.9), "Q:d\n": ("The answer is: \\boxed{4}.", -0.9)}
+    backend = scripted_model(steps, rollouts)
+    settings = MFSSettings(prompt_format="raw", step_beam_size=2, num_rollouts=2, width_pruning=False, max_steps=1)
+    result = MFSEngine(backend, settings).decode(["Q:"])[0]
+    assert not any(c.pruned for c in result.steps[0].candidates)
+    assert len(backend.calls[1]) == 4  # four rollout requests
+
+
+def test_finish_without_extra_tokens_and_token_totals():
+    result, backend = run()
+    # step, rollouts, step, rollouts: no generate call after the stop.
+    assert backend.num_calls == 4
+    assert result.completions == ["a\na2\nThe answer is: \\boxed{1}.", "b\nb2\nThe answer is: \\boxed{2}."]
+    assert result.completion_qualities == pytest.approx([-0.1, -0.35])
+    # Tie 1-1 broken by the higher F: answer 1 with half of the votes.
+    assert (result.answer, result.vote_share) == ("1", 0.5)
+    assert result.text == result.completions[0]
+    # Output tokens: 4 + 2 step candidates of 2 tokens... t0: 4·2, rollouts 2·4, t1: 4·2, rollouts 2·4.
+    assert result.output_tokens == 8 + 8 + 8 + 8
+    assert result.flops == 6 * result.output_tokens * 1000
+    # Prompt tokens counted once per request (whitespace tokens of the scripted tokenizer).
+    assert result.prompt_tokens == sum(backend.count_tokens(r.prompt) for r in backend.requests)
+
+
+def test_stop_rule_at_epsilon_and_min_steps():
+    rollouts = {**ROLLOUTS, "Q:a\na2\n": ("The answer is: \\boxed{1}.", -0.3), "Q:b\nb2\n": ("The answer is: \\boxed{2}.", -0.5)}
+    settings = dict(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=2)
+    # V(a2) = -0.1, V(b2) = -0.1: max V <= ε_stop at t = 1 -> converged.
+    result = MFSEngine(scripted_model(STEPS, rollouts), MFSSettings(**settings)).decode(["Q:"])[0]
+    assert result.stop_reason == "converged" and result.steps[1].converged
+    assert result.steps[1].max_step_value == pytest.approx(-0.1)
+    # No check before min_steps: with min_steps = 2 the same run ends by max_steps.
+    result = MFSEngine(scripted_model(STEPS, rollouts), MFSSettings(**settings, min_steps=2)).decode(["Q:"])[0]
+    assert result.stop_reason == "max_steps" and not result.steps[1].converged
+    # max V = +0.1 exactly at ε_stop = 0.1 stops; ε_stop = 0.09 does not.
+    assert run(stop_epsilon=0.1)[0].stop_reason == "converged"
+    assert run(stop_epsilon=0.09)[0].stop_reason == "max_steps"
+    # The paper's "w/o stopping" ablation ignores the test.
+    result = MFSEngine(scripted_model(STEPS, rollouts), MFSSettings(**settings, early_stopping=False)).decode(["Q:"])[0]
+    assert result.stop_reason == "max_steps"
+
+
+def test_selection_weights_drive_the_draw():
+    # M = 1, N = 2, no pruning: V(a) = +0.1, V(b) = -0.1, T = 0.1 -> P(a) = e^2 / (1 + e^2) = 0.8808.
+    steps = {"Q:": [("a", -0.1), ("b", -0.5)]}
+    picks = 0
+    trials = 400
+    backend = scripted_model(steps, ROLLOUTS)
+    base = MFSSettings(prompt_format="raw", step_beam_size=1, num_rollouts=2, width_pruning=False, max_steps=1)
+    for seed in range(trials):
+        result = drive(decode_mfs("Q:", base.model_copy(update={"seed": seed})), backend)
+        picks += result.answer == "1"
+    assert picks / trials == pytest.approx(math.exp(2) / (1 + math.exp(2)), abs=0.05)
+
+
+def test_release_variants():
+    # top_k selection: deterministic, the larger V (a) wins for M = 1.
+    steps = {"Q:": [("a", -0.1), ("b", -0.5)]}
+    for seed in range(5):
+        settings = MFSSettings(prompt_format="raw", step_beam_size=1, num_rollouts=2, width_pruning=False, max_steps=1,
+                               selection="top_k", seed=seed)
+        assert MFSEngine(scripted_model(steps, ROLLOUTS), settings).decode(["Q:"])[0].answer == "1"
+    # parent_step baseline: V(a2) = 0.0, V(b2) = +0.15.
+    result, _ = run(baseline="parent_step")
+    assert [c.step_value for c in result.steps[1].candidates if not c.pruned] == pytest.approx([0.0, 0.15])
+    # best_quality aggregation: the path with the highest F (-0.1, answer 1), share 1/2.
+    result, _ = run(aggregation="best_quality")
+    assert (result.answer, result.vote_share, result.text) == ("1", 0.5, result.completions[0])
+
+
+def test_finished_candidates_go_to_the_pool_without_rollouts():
+    steps = {"Q:": [("The answer is: \\boxed{5}.", -0.3), ("The answer is: \\boxed{6}.", -0.2), ("a", -0.1), ("b", -0.5)]}
+    rollouts = {"Q:a\n": ("The answer is: \\boxed{1}.", -0.25)}
+
+    def script(request):
+        if request.stop == STEP_STOP:
+            return [
+                continuation(text, logprobs=[lp, lp], stop_reason=END if "boxed" in text else "\n")
+                for text, lp in steps[request.prompt]
+            ]
+        text, lp = rollouts[request.prompt]
+        return [continuation(text, logprobs=[lp] * 4, stop_reason=END)]
+
+    backend = ScriptedBackend(script)
+    settings = MFSSettings(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=1)
+    result = MFSEngine(backend, settings).decode(["Q:"])[0]
+    cands = result.steps[0].candidates
+    # ⌊0.6·2⌋ = 1 finished kept: the better one (step log-prob -0.2).
+    assert [c.finished for c in cands] == [True, True, False, False]
+    assert [c.selected for c in cands] == [False, True, True, False]
+    assert cands[0].foresight_quality is None and cands[1].foresight_quality == pytest.approx(-0.2)
+    # Unfinished a (-0.1) and b (-0.5): μ = -0.3, σ = 0.2, threshold -0.22 -> only a is rolled out.
+    assert [r.prompt for r in backend.calls[1]] == ["Q:a\n"]
+    assert result.completions == ["The answer is: \\boxed{6}.", "a\nThe answer is: \\boxed{1}."]
+    # 1-1 tie, broken by F: -0.2 (answer 6) beats -0.25 (answer 1).
+    assert (result.answer, result.vote_share) == ("6", 0.5)
+
+
+def test_all_finished_stops_the_search():
+    steps = {"Q:": [("The answer is: \\boxed{5}.", -0.3)] * 4}
+
+    def script(request):
+        return [continuation(t, logprobs=[lp], stop_reason=END) for t, lp in steps[request.prompt]]
+
+    backend = ScriptedBackend(script)
+    result = MFSEngine(backend, MFSSettings(prompt_format="raw", step_beam_size=2, num_rollouts=2)).decode(["Q:"])[0]
+    assert result.stop_reason == "all_finished" and backend.num_calls == 1
+    assert (result.answer, result.vote_share) == ("5", 1.0)
