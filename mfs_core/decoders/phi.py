@@ -19,13 +19,24 @@ release runs it"). Per step t, with M = ``step_beam_size`` and N = ``num_rollout
    step that triggers the stop is discarded: the final completions start from the beams
    chosen the step before.
 
-After the last step each of the M beams is completed by a fresh sample (the release does
-not reuse the rollouts), and one completion is chosen: the larger of 2 TF-IDF/k-means
-clusters of the non-empty completions, then a draw by ``softmax(advantage / 0.1)`` inside
-it (``softmax(adv / 0.1)`` over all when fewer than M are non-empty, ``softmax(-adv / 0.1)``
+After the last step each open beam is completed by a fresh sample (the release does not
+reuse the rollouts), and one completion is chosen: the larger of 2 TF-IDF/k-means clusters
+of the non-empty final segments, then a draw by ``softmax(advantage / 0.1)`` inside it
+(``softmax(adv / 0.1)`` over all when fewer than M are non-empty, ``softmax(-adv / 0.1)``
 when all are empty).
 
-Where this differs from the release, on purpose: step and rollout temperature are both
+**Finished steps.** The release treats a step that ends at the end marker like any other:
+the beam gets a step delimiter and sampling goes on past the answer, which a model that
+does not emit the end marker again at once turns into extra answer lines (the demo model
+does: 10% instead of 85% on its held-out set). By default (``close_finished``) such a step
+closes its beam: the candidate gets an empty rollout with ``F`` = its step's log-prob (what
+the release sees when the model ends at once, at no token cost), and a closed beam is
+carried through later steps as an always-kept candidate with advantage 0, is not completed
+again, and is judged in the final choice by its last step. Deliberation ends when every
+beam is closed. ``PhiConfig(close_finished=False)`` (method ``"phi-release"``) runs the
+release as is.
+
+Other differences from the release, on purpose: step and rollout temperature are both
 ``settings.temperature`` (the release samples steps at 0.6 and rollouts at vLLM's default
 1.0), so φ and MFS run at one temperature; a rollout is prompted with the step and the
 step delimiter (the release's prompt drops the trailing whitespace with ``rstrip``); the
@@ -36,7 +47,7 @@ looks at the rollouts; k-means is seeded from ``settings.seed``.
 
 from __future__ import annotations
 
-import logging
+import dataclasses
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -49,9 +60,14 @@ from mfs_core.martingale import selection_weights
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Candidate, DecodeResult, GenerationRequest, StepTrace
 
-__all__ = ["PhiConfig", "cluster_labels", "decode_phi", "phi_selection_weights", "phi_width_prune"]
-
-logger = logging.getLogger(__name__)
+__all__ = [
+    "PhiConfig",
+    "cluster_labels",
+    "decode_phi",
+    "decode_phi_release",
+    "phi_selection_weights",
+    "phi_width_prune",
+]
 
 
 @dataclass(frozen=True)
@@ -64,6 +80,9 @@ class PhiConfig:
         depth_threshold: largest-cluster share that stops deliberation (0-1).
         min_depth: steps done before depth pruning may stop (``least_foresight_num``).
         final_clusters: k-means clusters when the final completion is chosen.
+        close_finished: a step that ends the answer (end marker or EOS) closes its beam
+            (see the module docstring); False runs the release as is, which keeps
+            sampling after the end marker.
     """
 
     sigma_rate: float = 1.0
@@ -71,6 +90,17 @@ class PhiConfig:
     depth_threshold: float = 0.69
     min_depth: int = 4
     final_clusters: int = 2
+    close_finished: bool = True
+
+
+@dataclass(frozen=True)
+class _PhiBeam:
+    """A kept path: its text, the quality ``F`` of the rollout that chose it, closed or not."""
+
+    text: str
+    value: float = 0.0
+    closed: bool = False
+    last_step: str = ""
 
 
 def phi_width_prune(
@@ -161,7 +191,7 @@ def decode_phi(prompt: str, settings: MFSSettings, config: PhiConfig | None = No
     rng = np.random.default_rng(s.seed)
     tally = TokenTally()
     delim, end = s.step_delimiter, s.end_marker
-    beams, values = [""] * s.step_beam_size, [0.0] * s.step_beam_size  # path text, F of its last rollout
+    beams = [_PhiBeam("")] * s.step_beam_size
     trace: list[StepTrace] = []
     stop_reason = "max_steps"
 
@@ -170,58 +200,84 @@ def decode_phi(prompt: str, settings: MFSSettings, config: PhiConfig | None = No
                                   top_p=s.top_p, seed=request_seed(rng)) for p in prompts]
 
     for t in range(s.max_steps):
-        requests = sample(beams, s.num_rollouts, s.max_step_tokens, (delim, end))
+        open_beams = [b for b, beam in enumerate(beams) if not beam.closed]
+        if not open_beams:
+            stop_reason = "all_finished"
+            break
+        requests = sample([beams[b].text for b in open_beams], s.num_rollouts, s.max_step_tokens, (delim, end))
         outputs = yield requests
         tally.add(requests, outputs)
-        candidates = [
+        sampled = [
             Candidate(beam_index=b, text=cont.text.strip(), step_logprob=cont.mean_logprob, step_tokens=cont.num_tokens,
-                      finished=cont.finish_reason == "eos" or cont.stop_reason == end)
-            for b, conts in enumerate(outputs) for cont in conts
+                      finished=c.close_finished and (cont.finish_reason == "eos" or cont.stop_reason == end))
+            for b, conts in zip(open_beams, outputs) for cont in conts
         ]
-        kept, mean, std = phi_width_prune([x.step_logprob for x in candidates], s.step_beam_size, c.sigma_rate,
-                                          s.selection_temperature, rng)
-        step = StepTrace(step=t, candidates=candidates, mean_score=mean, std_score=std,
+        carried = [Candidate(beam_index=b, text="", step_logprob=beam.value, step_tokens=0, finished=True)
+                   for b, beam in enumerate(beams) if beam.closed]
+        kept, mean, std = phi_width_prune([x.step_logprob for x in sampled], s.step_beam_size - len(carried),
+                                          c.sigma_rate, s.selection_temperature, rng)
+        step = StepTrace(step=t, candidates=sampled + carried, mean_score=mean, std_score=std,
                          prune_threshold=mean - c.sigma_rate * std)
         trace.append(step)
-        survivors = [candidates[i] for i in kept]
-        for cand in candidates:
-            cand.pruned = True
-        for cand in survivors:
-            cand.pruned = False
+        for i, cand in enumerate(sampled):
+            cand.pruned = i not in kept
+        survivors = [sampled[i] for i in kept] + carried
 
-        requests = sample([beams[x.beam_index] + x.text + delim for x in survivors], 1, s.max_answer_tokens, (end,))
-        outputs = yield requests
+        # Foresight: one rollout per surviving open candidate; a finished one ends here (empty rollout).
+        rolling = [x for x in survivors if not x.finished]
+        requests = sample([beams[x.beam_index].text + x.text + delim for x in rolling], 1, s.max_answer_tokens, (end,))
+        outputs = (yield requests) if requests else []
         tally.add(requests, outputs)
-        rollouts = [conts[0] for conts in outputs]
-        for cand, roll in zip(survivors, rollouts):
-            cand.rollout = roll.text.strip()
-            cand.foresight_quality = roll.mean_logprob
-            cand.step_value = roll.mean_logprob - values[cand.beam_index]
+        rollouts = {id(x): conts[0] for x, conts in zip(rolling, outputs)}
+        for x in survivors:
+            roll = rollouts.get(id(x))
+            x.rollout = roll.text.strip() if roll is not None else ""
+            x.foresight_quality = roll.mean_logprob if roll is not None else x.step_logprob
+            x.step_value = x.foresight_quality - beams[x.beam_index].value
         advantages = [x.step_value for x in survivors]
         step.max_step_value = float(max(advantages))
 
         texts = [x.rollout for x in survivors]
         labels = cluster_labels(texts, c.num_clusters, request_seed(rng))
-        chosen = _draw(phi_selection_weights(labels, advantages, s.selection_temperature), s.step_beam_size, rng)
+        chosen = [survivors[i] for i in _draw(phi_selection_weights(labels, advantages, s.selection_temperature),
+                                              s.step_beam_size, rng)]
+        carried_ids = {id(x) for x in carried}
+        new_beams = [beams[x.beam_index] if id(x) in carried_ids else
+                     _PhiBeam(beams[x.beam_index].text + x.text + ("" if x.finished else delim), x.foresight_quality,
+                              x.finished, x.text) for x in chosen]
+        if all(beam.closed for beam in new_beams):
+            for x in chosen:
+                x.selected = True
+            beams, stop_reason = new_beams, "all_finished"
+            break
         largest = float(np.bincount(labels).max() / len(labels)) if labels is not None else 0.0
         if t >= c.min_depth and (len(set(texts)) == 1 or largest >= c.depth_threshold):
             step.converged = True
             stop_reason = "identical_rollouts" if len(set(texts)) == 1 else "cluster_converged"
             break  # the release discards this step's selection
-        for i in chosen:
-            survivors[i].selected = True
-        beams = [beams[survivors[i].beam_index] + survivors[i].text + delim for i in chosen]
-        values = [survivors[i].foresight_quality for i in chosen]
+        for x in chosen:
+            x.selected = True
+        beams = new_beams
 
-    requests = sample(beams, 1, s.max_answer_tokens, (end,))
-    outputs = yield requests
+    # Complete the open beams; a closed beam is already complete.
+    open_beams = [b for b, beam in enumerate(beams) if not beam.closed]
+    requests = sample([beams[b].text for b in open_beams], 1, s.max_answer_tokens, (end,))
+    outputs = (yield requests) if requests else []
     tally.add(requests, outputs)
-    finals = [conts[0] for conts in outputs]
-    responses = [f.text.strip() for f in finals]
-    qualities = [f.mean_logprob for f in finals]
-    advantages = [q - v for q, v in zip(qualities, values)]
+    finals = {b: conts[0] for b, conts in zip(open_beams, outputs)}
+    responses, qualities, completions = [], [], []
+    for b, beam in enumerate(beams):
+        if b in finals:
+            response = finals[b].text.strip()
+            responses.append(response)
+            qualities.append(finals[b].mean_logprob)
+            completions.append(beam.text + response)
+        else:  # judged by its last step, the answer line
+            responses.append(beam.last_step)
+            qualities.append(beam.value)
+            completions.append(beam.text)
+    advantages = [q - beam.value for q, beam in zip(qualities, beams)]
     index = _choose_final(responses, advantages, s, c, rng)
-    completions = [beam + response for beam, response in zip(beams, responses)]
     answers = [extract_answer(text) for text in completions]
     answer = answers[index]
     share = sum(a == answer for a in answers) / len(answers) if answer is not None else 0.0
@@ -230,6 +286,12 @@ def decode_phi(prompt: str, settings: MFSSettings, config: PhiConfig | None = No
         prompt_tokens=tally.prompt_tokens, output_tokens=tally.output_tokens, flops=0.0, steps=trace,
         completions=completions, completion_answers=answers, completion_qualities=qualities, method="phi",
     )
+
+
+def decode_phi_release(prompt: str, settings: MFSSettings) -> Decoder:
+    """φ-Decoding exactly as released: finished steps do not close their beam (``method="phi-release"``)."""
+    result = yield from decode_phi(prompt, settings, PhiConfig(close_finished=False))
+    return dataclasses.replace(result, method="phi-release")
 
 
 def _choose_final(

@@ -268,3 +268,62 @@ def test_decoder_is_registered_and_yields_without_a_model() -> None:
     requests = next(coroutine)
     assert [r.n for r in requests] == [2, 2]
     assert all(r.temperature == 0.7 and r.max_tokens == 64 for r in requests)
+
+
+# --- finished steps -----------------------------------------------------------------------
+ANSWER = "The answer is: \\boxed{7}."
+
+
+def test_a_finished_step_closes_its_beam_without_further_tokens() -> None:
+    # M = 1, N = 2: scores [-0.1 (finished), -0.2]: μ = -0.15, σ = 0.05, keep > -0.2 → the answer only.
+    backend = ScriptedBackend([[continuation(ANSWER, mean_logprob=-0.1, stop_reason=END),
+                                continuation("3 + 4 = 7", mean_logprob=-0.2, stop_reason="\n")]])
+    result = _run(backend, _settings(step_beam_size=1, num_rollouts=2, max_steps=4), prompt="Q:")
+    assert backend.num_calls == 1  # no rollout for a finished step, no completion for a closed beam
+    (cand, other) = result.steps[0].candidates
+    assert (cand.finished, cand.selected, cand.rollout, cand.foresight_quality) == (True, True, "", -0.1)
+    assert cand.step_value == pytest.approx(-0.1)  # F - 0 at the root
+    assert other.pruned
+    assert result.completions == [ANSWER] and result.completion_qualities == [-0.1]
+    assert (result.answer, result.stop_reason, result.output_tokens) == ("7", "all_finished", 4 + 5)
+
+
+def test_a_closed_beam_is_carried_until_every_beam_is_closed() -> None:
+    # M = 2, N = 1. Step 0: beam 0 finishes (-0.1), beam 1 steps on (-0.2); σ-pruning keeps only
+    # -0.1, the top-up brings -0.2 back; both are chosen (2 of 2). Step 1 samples beam 1 only.
+    def script(request: GenerationRequest) -> list:
+        if backend.num_calls == 1:
+            return [continuation(ANSWER, mean_logprob=-0.1, stop_reason=END)] if request is backend.calls[0][0] else \
+                [continuation("3 + 4 = 7", mean_logprob=-0.2, stop_reason="\n")]
+        if backend.num_calls == 2:
+            return [continuation(f"3 + 4 = 7\n{ANSWER}", mean_logprob=-0.3, stop_reason=END)]
+        return [continuation(ANSWER, mean_logprob=-0.05, stop_reason=END)]
+
+    backend = ScriptedBackend(script)
+    result = _run(backend, _settings(step_beam_size=2, num_rollouts=1, max_steps=6), prompt="Q:")
+    assert backend.num_calls == 3  # step 0, its one rollout, step 1 (beam 1 only)
+    assert [r.prompt for r in backend.calls[1]] == ["Q:3 + 4 = 7\n"]
+    assert [r.prompt for r in backend.calls[2]] == ["Q:3 + 4 = 7\n"]
+    carried = [c for c in result.steps[1].candidates if c.step_tokens == 0]
+    assert len(carried) == 1 and carried[0].finished and carried[0].step_value == 0.0
+    assert result.stop_reason == "all_finished"
+    assert sorted(result.completions) == sorted([ANSWER, f"3 + 4 = 7\n{ANSWER}"])
+    assert result.answer == "7" and result.vote_share == 1.0
+
+
+def test_phi_release_keeps_sampling_after_the_end_marker() -> None:
+    from mfs_core.decoders import get_decoder
+
+    def script(request: GenerationRequest) -> list:
+        if _is_step(request):
+            return [continuation(ANSWER, mean_logprob=-0.1, stop_reason=END),
+                    continuation("3 + 4 = 7", mean_logprob=-0.2, stop_reason="\n")]
+        return [continuation("The answer is: \\boxed{8}.", mean_logprob=-0.4, stop_reason=END)]
+
+    backend = ScriptedBackend(script)
+    result = MFSEngine(backend, _settings(step_beam_size=1, num_rollouts=2)).decode_prompts(["Q:"], method="phi-release")[0]
+    assert get_decoder("phi-release") is not decode_phi
+    assert [r.prompt for r in backend.calls[1]] == [f"Q:{ANSWER}\n"]  # the finished step is rolled out
+    assert [r.prompt for r in backend.calls[2]] == [f"Q:{ANSWER}\n"]  # and completed again
+    assert result.text == f"{ANSWER}\nThe answer is: \\boxed{{8}}."
+    assert (result.answer, result.method) == ("8", "phi-release")
