@@ -82,7 +82,7 @@ def test_an_interrupted_run_resumes_without_redoing_finished_questions(tmp_path:
     # Keep 5 records and a torn sixth, as a killed process leaves them.
     (tmp_path / RECORDS_FILE).write_text("\n".join(lines[:5]) + "\n" + lines[5][:20])
     calls_before = len(backend.requests)
-    resumed = run_bench(engine, data, methods, tmp_path, concurrency=2)
+    resumed = run_bench(engine, data, methods, tmp_path, concurrency=2, warmup=False)
     assert len(resumed) == 8
     assert sorted((r["method"], r["index"]) for r in resumed) == sorted((m, i) for m in ("cot", "mfs") for i in range(4))
     redone = {(json.loads(line)["method"], json.loads(line)["index"]) for line in lines[5:]}
@@ -100,10 +100,12 @@ def test_an_interrupted_run_resumes_without_redoing_finished_questions(tmp_path:
 def test_resume_extends_to_more_questions_and_refuses_another_run(tmp_path: Path) -> None:
     engine, backend = _engine()
     run_bench(engine, _demo_set(limit=2), parse_methods("cot"), tmp_path)
-    assert backend.num_calls == 1
-    records = run_bench(engine, _demo_set(), parse_methods("cot"), tmp_path)
+    # An untimed warm-up decode (8 tokens), then both questions in one generate call.
+    assert backend.num_calls == 2
+    assert [(len(call), call[0].max_tokens) for call in backend.calls] == [(1, 8), (2, 256)]
+    records = run_bench(engine, _demo_set(), parse_methods("cot"), tmp_path, warmup=False)
     assert [r["index"] for r in records] == [0, 1, 2, 3]
-    assert len(backend.requests) == 4  # questions 2 and 3 only were added
+    assert len(backend.requests) == 1 + 4  # questions 2 and 3 only were added
     other = MFSSettings(step_beam_size=3, num_rollouts=2, max_steps=2)
     with pytest.raises(ValueError, match=r"holds a run with other \['settings'\]"):
         run_bench(engine, _demo_set(), parse_methods("cot"), tmp_path, settings=other)
