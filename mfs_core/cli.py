@@ -17,6 +17,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from mfs_core.bench.cli import bench
 from mfs_core.settings import MFSSettings
 from mfs_core.types import DecodeResult
 
@@ -121,6 +122,9 @@ def ask(
     typer.echo(f"search (M = {settings.step_beam_size}, N = {settings.num_rollouts}, λ1 = {settings.prune_lambda}):")
     typer.echo(format_trace(result, settings.stop_epsilon))
     typer.echo(f"total wall time including model load: {wall:.2f} s")
+
+
+app.command("bench")(bench)
 
 
 def _quiet_transformers() -> None:

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 
-from mfs_core.types import Continuation, FinishReason, GenerationRequest
+from mfs_core.types import Continuation, DecodeResult, FinishReason, GenerationRequest
 
-__all__ = ["ScriptedBackend", "continuation", "whitespace_tokens"]
+__all__ = ["ScriptedBackend", "continuation", "drive", "whitespace_tokens"]
 
 Script = Callable[[GenerationRequest], Sequence[Continuation]]
 
@@ -197,3 +197,19 @@ class ScriptedBackend:
     def num_parameters(self) -> int:
         """Parameter count for the FLOPs estimate."""
         return self._num_parameters
+
+
+def drive(
+    decoder: Generator[list[GenerationRequest], list[list[Continuation]], DecodeResult], backend: ScriptedBackend
+) -> DecodeResult:
+    """Run one decoder coroutine to the end against ``backend``, one ``generate`` call per yield.
+
+    Unlike the engine, this sets neither ``flops`` nor ``wall_seconds``; use it to call a
+    decoder with arguments the registry signature does not carry.
+    """
+    try:
+        requests = next(decoder)
+        while True:
+            requests = decoder.send(backend.generate(requests))
+    except StopIteration as stop:
+        return stop.value

@@ -8,15 +8,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from mfs_core.decoders.baselines import decode_cot, decode_self_consistency, with_overrides
 from mfs_core.decoders.common import Decoder
 from mfs_core.decoders.mfs import decode_mfs
+from mfs_core.decoders.phi import decode_phi, decode_phi_release
 from mfs_core.settings import MFSSettings
 
 __all__ = ["DECODERS", "Decoder", "DecoderFactory", "get_decoder"]
 
 DecoderFactory = Callable[[str, MFSSettings], Decoder]
 
-DECODERS: dict[str, DecoderFactory] = {"mfs": decode_mfs}
+DECODERS: dict[str, DecoderFactory] = {
+    "mfs": decode_mfs,
+    "cot": decode_cot,
+    "sc": decode_self_consistency,
+    "phi": decode_phi,
+    "phi-release": decode_phi_release,
+    "mfs-no-stop": with_overrides(decode_mfs, "mfs-no-stop", early_stopping=False),
+    "mfs-no-prune": with_overrides(decode_mfs, "mfs-no-prune", width_pruning=False),
+}
 
 
 def get_decoder(method: str) -> DecoderFactory:

@@ -1,0 +1,157 @@
+"""``mfs bench``: every method side by side on one model and one set of questions.
+
+Example (the demo model's held-out set, CPU-sized search)::
+
+    mfs bench --dataset demo --methods cot,sc,phi,mfs,mfs-no-stop,mfs-no-prune --limit 200 \\
+        --step-beam-size 4 --num-rollouts 4 --out bench-results/demo
+
+Writes to ``--out``: ``records.jsonl`` (one line per question and method; a rerun resumes
+from it), ``config.json``, ``results.json``, ``results.csv``, ``results.md`` and
+``accuracy_vs_flops.png``. Heavy imports (the engine, the model, matplotlib, scikit-learn)
+happen only when the command runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+__all__ = ["bench"]
+
+logger = logging.getLogger(__name__)
+
+CPU_STEP_BEAM_SIZE = 4
+CPU_NUM_ROLLOUTS = 4
+
+
+def _floats(text: str | None) -> list[float]:
+    if not text:
+        return []
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError as exc:
+        msg = f"--lambda-sweep takes comma-separated numbers, got {text!r}"
+        raise typer.BadParameter(msg) from exc
+
+
+def _sc_k(text: str | None, methods: list[str]) -> int | str | None:
+    """``--sc-k``: an int, ``auto``, or unset (auto when cot and mfs run, else M)."""
+    if text is None:
+        return "auto" if {"cot", "mfs"} <= set(methods) else None
+    if text == "auto":
+        return "auto"
+    try:
+        value = int(text)
+    except ValueError as exc:
+        msg = f"--sc-k takes a positive integer or 'auto', got {text!r}"
+        raise typer.BadParameter(msg) from exc
+    if value < 1:
+        msg = f"--sc-k must be >= 1, got {value}"
+        raise typer.BadParameter(msg)
+    return value
+
+
+def bench(
+    dataset: Annotated[str, typer.Option(help="gsm8k | math500 | gpqa | reclor | logiqa | arc-c | demo, or a JSON file.")],
+    methods: Annotated[str, typer.Option(help="Comma-separated: cot, sc, phi, mfs, mfs-no-stop, mfs-no-prune.")] = "cot,sc,phi,mfs",
+    limit: Annotated[Optional[int], typer.Option(help="Only the first N questions.")] = None,
+    model: Annotated[Optional[str], typer.Option(help="Model name or local path (default: 'mfs-demo').")] = None,
+    backend: Annotated[Optional[str], typer.Option(help="transformers | vllm | openai.")] = None,
+    data_dir: Annotated[Optional[Path], typer.Option(help="Directory of the six sets (default: $MFS_DATA_DIR or ./data).")] = None,
+    kind: Annotated[Optional[str], typer.Option(help="Answer kind of a set given by path (default: from its name).")] = None,
+    step_beam_size: Annotated[int, typer.Option(help="M, beams per step (φ and MFS).")] = CPU_STEP_BEAM_SIZE,
+    num_rollouts: Annotated[int, typer.Option(help="N, candidates per beam (φ and MFS).")] = CPU_NUM_ROLLOUTS,
+    max_steps: Annotated[Optional[int], typer.Option(help="Most deliberation steps (φ and MFS).")] = None,
+    prune_lambda: Annotated[Optional[float], typer.Option(help="λ1 of MFS's width pruning.")] = None,
+    stop_epsilon: Annotated[Optional[float], typer.Option(help="ε_stop of MFS's convergence test (nats).")] = None,
+    temperature: Annotated[Optional[float], typer.Option(help="Sampling temperature of every sampling method.")] = None,
+    max_answer_tokens: Annotated[Optional[int], typer.Option(help="Most tokens of a completion or rollout.")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Seed of every decode.")] = None,
+    sc_k: Annotated[Optional[str], typer.Option(help="Self-consistency samples: an integer, or 'auto' = round(MFS tokens / CoT tokens) measured in this run (default when cot and mfs run; else M).")] = None,
+    lambda_sweep: Annotated[Optional[str], typer.Option(help="Extra MFS methods at these λ1 values, e.g. '0.4,0.8,1.2'.")] = None,
+    concurrency: Annotated[int, typer.Option(help="Questions decoded together (their requests share generate calls).")] = 8,
+    out: Annotated[Optional[Path], typer.Option(help="Output directory (default: bench-results/DATASET).")] = None,
+    plot: Annotated[bool, typer.Option(help="Write accuracy_vs_flops.png.")] = True,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Benchmark decoding methods side by side: accuracy, tokens, FLOPs, time (resumable)."""
+    from pydantic import ValidationError
+
+    from mfs_core.bench.datasets import load_dataset
+    from mfs_core.bench.plot import plot_accuracy_vs_flops
+    from mfs_core.bench.report import format_table, summarize, token_ratio, write_csv, write_json
+    from mfs_core.bench.runner import parse_methods, run_bench
+    from mfs_core.engine import MFSEngine
+    from mfs_core.settings import MFSSettings
+
+    overrides = {
+        "model": model, "backend": backend, "step_beam_size": step_beam_size, "num_rollouts": num_rollouts,
+        "max_steps": max_steps, "prune_lambda": prune_lambda, "stop_epsilon": stop_epsilon,
+        "temperature": temperature, "max_answer_tokens": max_answer_tokens, "seed": seed,
+    }
+    try:
+        settings = MFSSettings(**{k: v for k, v in overrides.items() if v is not None})
+        chosen = parse_methods(methods, _floats(lambda_sweep))
+        k = _sc_k(sc_k, [m.label for m in chosen])
+        data = load_dataset(dataset, data_dir=data_dir, limit=limit, kind=kind)
+    except (ValidationError, ValueError, FileNotFoundError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    out_dir = out or Path("bench-results") / data.name
+    _quiet_transformers()
+    typer.echo(f"{data.name}: {len(data.examples)} of {data.total} questions ({data.kind}) from {data.path}")
+    try:
+        engine = MFSEngine.from_settings(settings)
+        typer.echo(f"model {settings.model} ({engine.backend.num_parameters:,} parameters), "
+                   f"M = {settings.step_beam_size}, N = {settings.num_rollouts}, methods: "
+                   f"{', '.join(m.label for m in chosen)}")
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            def bar(**kwargs: object) -> object:
+                return tqdm(unit="q", dynamic_ncols=True, **kwargs)
+
+        records = run_bench(engine, data, chosen, out_dir, settings=settings, sc_k=k, concurrency=concurrency,
+                            progress=bar)
+    except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    rows = summarize(records, [m.label for m in chosen])
+    table = format_table(rows)
+    ratio = token_ratio(rows)
+    meta = {"dataset": data.name, "kind": data.kind, "questions": len(data.examples), "model": settings.model,
+            "num_parameters": engine.backend.num_parameters, "step_beam_size": settings.step_beam_size,
+            "num_rollouts": settings.num_rollouts, "sc_k": k, "mfs_over_cot_tokens": ratio,
+            "settings": settings.model_dump(mode="json")}
+    write_json(rows, out_dir / "results.json", meta)
+    write_csv(rows, out_dir / "results.csv")
+    (out_dir / "results.md").write_text(table + "\n", encoding="utf-8")
+    typer.echo("")
+    typer.echo(table)
+    if ratio is not None:
+        typer.echo(f"MFS output tokens / CoT output tokens = {ratio:.2f}"
+                   + (" (sc's k = round of this ratio)" if k == "auto" else ""))
+    total_wall = sum(r.wall_seconds for r in rows)
+    if total_wall > 0:
+        overhead = sum(r.engine_overhead * r.wall_seconds for r in rows) / total_wall
+        typer.echo(f"engine overhead: {100 * overhead:.1f}% of {total_wall:.1f} s wall time outside backend.generate")
+    if plot and rows:
+        png = plot_accuracy_vs_flops(rows, out_dir / "accuracy_vs_flops.png",
+                                     title=f"{data.name}, {len(data.examples)} questions, {settings.model}")
+        typer.echo(f"plot: {png}")
+    typer.echo(f"results: {out_dir}/results.{{json,csv,md}}; per-question records: {out_dir}/records.jsonl")
+
+
+def _quiet_transformers() -> None:
+    """Hide transformers' weight-loading progress bars in command output."""
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+    except ImportError:
+        pass

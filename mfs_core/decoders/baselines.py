@@ -1,0 +1,120 @@
+"""Baselines on the MFS coroutine protocol: greedy chain-of-thought and self-consistency.
+
+Both yield :class:`GenerationRequest` lists and return the same :class:`DecodeResult` as
+MFS, so the benchmark measures every method on one engine. :func:`with_overrides` makes a
+decoder that runs another with some settings changed; the MFS ablations of the paper
+(``mfs-no-stop``, ``mfs-no-prune``) are MFS under it, not copies of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from mfs_core.decoders.common import Decoder, TokenTally, finish_result, request_seed
+from mfs_core.settings import MFSSettings
+from mfs_core.types import DecodeResult, GenerationRequest
+
+__all__ = ["decode_cot", "decode_self_consistency", "with_overrides"]
+
+
+def decode_cot(prompt: str, settings: MFSSettings) -> Decoder:
+    """Greedy chain-of-thought: one argmax completion to the end marker.
+
+    One request, ``n = 1``, ``greedy=True`` (vLLM's ``temperature=0``), at most
+    ``settings.max_answer_tokens`` tokens, stopped at ``settings.end_marker``. The
+    completion's quality is its mean raw log-prob per token (nats).
+
+    Args:
+        prompt: the rendered model prompt.
+        settings: uses ``max_answer_tokens``, ``end_marker``, ``top_p``, ``temperature``
+            (recorded on the request, unused by greedy decoding).
+
+    Yields:
+        One list with one request.
+
+    Returns:
+        The :class:`DecodeResult`, ``stop_reason="greedy"``, ``method="cot"``.
+    """
+    request = GenerationRequest(
+        prompt=prompt, n=1, max_tokens=settings.max_answer_tokens, stop=(settings.end_marker,),
+        temperature=settings.temperature, top_p=settings.top_p, seed=settings.seed, greedy=True,
+    )
+    tally = TokenTally()
+    outputs = yield [request]
+    tally.add([request], outputs)
+    cont = outputs[0][0]
+    return finish_result([cont.text], [cont.mean_logprob], settings, tally, stop_reason="greedy", steps=[], method="cot")
+
+
+def decode_self_consistency(prompt: str, settings: MFSSettings) -> Decoder:
+    """Self-consistency (Wang et al., 2023): k sampled completions, majority vote.
+
+    ``k = settings.step_beam_size`` (the M paths MFS votes over; the benchmark sets it
+    with ``--sc-k``). One request, ``n = k``, sampled at ``settings.temperature`` and
+    ``settings.top_p``, seeded from ``settings.seed``; the answer is the majority of the
+    extracted answers, ties broken by the highest mean log-prob per token
+    (``settings.aggregation`` applies as for MFS).
+
+    Args:
+        prompt: the rendered model prompt.
+        settings: uses ``step_beam_size`` (k), ``temperature``, ``top_p``, ``seed``,
+            ``max_answer_tokens``, ``end_marker``, ``aggregation``.
+
+    Yields:
+        One list with one request for ``k`` continuations.
+
+    Returns:
+        The :class:`DecodeResult`, ``stop_reason="sampled"``, ``method="sc"``.
+    """
+    rng = np.random.default_rng(settings.seed)
+    request = GenerationRequest(
+        prompt=prompt, n=settings.step_beam_size, max_tokens=settings.max_answer_tokens,
+        stop=(settings.end_marker,), temperature=settings.temperature, top_p=settings.top_p, seed=request_seed(rng),
+    )
+    tally = TokenTally()
+    outputs = yield [request]
+    tally.add([request], outputs)
+    conts = outputs[0]
+    return finish_result(
+        [c.text for c in conts], [c.mean_logprob for c in conts], settings, tally,
+        stop_reason="sampled", steps=[], method="sc",
+    )
+
+
+def with_overrides(
+    factory: Callable[[str, MFSSettings], Decoder], method: str, **overrides: Any
+) -> Callable[[str, MFSSettings], Decoder]:
+    """A decoder that runs ``factory`` with ``overrides`` applied to its settings.
+
+    Example:
+        ``with_overrides(decode_mfs, "mfs-no-stop", early_stopping=False)`` is the paper's
+        "w/o stopping" ablation: MFS itself, the convergence stop switched off.
+
+    Args:
+        factory: the decoder to run.
+        method: the name written to ``DecodeResult.method``.
+        **overrides: ``MFSSettings`` fields and their values.
+
+    Returns:
+        A decoder factory with the shared signature ``(prompt, settings)``.
+
+    Raises:
+        ValueError: an override names no ``MFSSettings`` field (raised here, at definition).
+    """
+    unknown = sorted(set(overrides) - set(MFSSettings.model_fields))
+    if unknown:
+        msg = f"unknown MFSSettings fields in overrides of {method!r}: {unknown}"
+        raise ValueError(msg)
+
+    def decode(prompt: str, settings: MFSSettings) -> Decoder:
+        changed = MFSSettings(**{**settings.model_dump(), **overrides})
+        result: DecodeResult = yield from factory(prompt, changed)
+        return dataclasses.replace(result, method=method)
+
+    decode.__name__ = f"decode_{method.replace('-', '_')}"
+    decode.__doc__ = f"{factory.__name__} with settings overridden by {overrides!r} (method {method!r})."
+    return decode
