@@ -56,7 +56,7 @@ def _sc_k(text: str | None, methods: list[str]) -> int | str | None:
 
 def bench(
     dataset: Annotated[str, typer.Option(help="gsm8k | math500 | gpqa | reclor | logiqa | arc-c | demo, or a JSON file.")],
-    methods: Annotated[str, typer.Option(help="Comma-separated: cot, sc, phi, mfs, mfs-no-stop, mfs-no-prune.")] = "cot,sc,phi,mfs",
+    methods: Annotated[str, typer.Option(help="Comma-separated: cot, sc, phi, phi-release, mfs, mfs-no-stop, mfs-no-prune.")] = "cot,sc,phi,mfs",
     limit: Annotated[Optional[int], typer.Option(help="Only the first N questions.")] = None,
     model: Annotated[Optional[str], typer.Option(help="Model name or local path (default: 'mfs-demo').")] = None,
     backend: Annotated[Optional[str], typer.Option(help="transformers | vllm | openai.")] = None,
