@@ -17,7 +17,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from mfs_core.bench.cli import bench
+from mfs_core.bench.cli import CPU_NUM_ROLLOUTS, CPU_STEP_BEAM_SIZE, bench
+from mfs_core.backends._hf import quiet_transformers
 from mfs_core.settings import MFSSettings
 from mfs_core.types import DecodeResult
 
@@ -25,8 +26,6 @@ __all__ = ["app", "format_trace"]
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Martingale Foresight Sampling.")
 
-CPU_STEP_BEAM_SIZE = 4
-CPU_NUM_ROLLOUTS = 4
 
 
 @app.callback()
@@ -102,7 +101,7 @@ def ask(
     except ValidationError as exc:
         typer.echo(f"error: invalid setting: {exc}", err=True)
         raise typer.Exit(2) from exc
-    _quiet_transformers()
+    quiet_transformers()
     start = time.perf_counter()
     try:
         engine = MFSEngine.from_settings(settings)
@@ -125,17 +124,6 @@ def ask(
 
 
 app.command("bench")(bench)
-
-
-def _quiet_transformers() -> None:
-    """Hide transformers' weight-loading progress bars in command output."""
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-        hf_logging.set_verbosity_error()
-    except ImportError:
-        pass
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -145,3 +145,16 @@ def render_chat(tokenizer: Any, messages: Sequence[dict[str, str]]) -> str | Non
     if tokenizer is None or not getattr(tokenizer, "chat_template", None):
         return None
     return tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+
+
+def quiet_transformers() -> None:
+    """Hide transformers' weight-loading progress bars and warnings in command output.
+
+    Used by the ``mfs`` commands; a no-op when transformers is not installed.
+    """
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        return
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()

@@ -19,6 +19,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from mfs_core.backends._hf import quiet_transformers
+
 __all__ = ["bench"]
 
 logger = logging.getLogger(__name__)
@@ -101,7 +103,7 @@ def bench(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     out_dir = out or Path("bench-results") / data.name
-    _quiet_transformers()
+    quiet_transformers()
     typer.echo(f"{data.name}: {len(data.examples)} of {data.total} questions ({data.kind}) from {data.path}")
     try:
         engine = MFSEngine.from_settings(settings)
@@ -144,14 +146,3 @@ def bench(
                                      title=f"{data.name}, {len(data.examples)} questions, {settings.model}")
         typer.echo(f"plot: {png}")
     typer.echo(f"results: {out_dir}/results.{{json,csv,md}}; per-question records: {out_dir}/records.jsonl")
-
-
-def _quiet_transformers() -> None:
-    """Hide transformers' weight-loading progress bars in command output."""
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-        hf_logging.set_verbosity_error()
-    except ImportError:
-        pass
