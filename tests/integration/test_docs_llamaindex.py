@@ -1,7 +1,8 @@
 """Runs the Python code blocks of ``docs/llamaindex.md``, in order, in one namespace.
 
-The blocks run on the bundled demo model as written; only the token budgets the page does
-not set are made small through ``MFS_*`` environment variables, to keep the run short.
+The blocks run on the bundled demo model as written (about 13 decodes at M = N = 4, so the
+run is marked slow); only the token budgets the page does not set are made small through
+``MFS_*`` environment variables, to keep it shorter.
 Outputs shown in the page's comments are not checked (they depend on the model); the
 blocks' own ``assert`` statements are.
 """
@@ -47,6 +48,7 @@ def test_the_page_has_its_examples() -> None:
         assert needle in sources, needle
 
 
+@pytest.mark.slow
 def test_the_code_blocks_run(monkeypatch: pytest.MonkeyPatch, restored_llama_index: None) -> None:
     monkeypatch.setenv("MFS_MAX_STEPS", "1")
     monkeypatch.setenv("MFS_MAX_STEP_TOKENS", "8")
