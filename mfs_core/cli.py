@@ -10,7 +10,6 @@ environment variables apply).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import Annotated, Optional

@@ -14,7 +14,7 @@ import numpy as np
 from mfs_core import martingale
 from mfs_core.decoders.common import Decoder, TokenTally, finish_result, request_seed
 from mfs_core.settings import MFSSettings
-from mfs_core.types import Candidate, Continuation, DecodeResult, GenerationRequest, StepTrace
+from mfs_core.types import Candidate, Continuation, GenerationRequest, StepTrace
 
 __all__ = ["decode_mfs"]
 

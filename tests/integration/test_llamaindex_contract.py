@@ -34,9 +34,6 @@ from llama_index.core.base.llms.types import (
     MessageRole,
 )
 from llama_index.core.callbacks import CallbackManager, CBEventType, EventPayload, LlamaDebugHandler, TokenCountingHandler
-from llama_index.core.instrumentation import get_dispatcher
-from llama_index.core.instrumentation.event_handlers import BaseEventHandler
-from llama_index.core.instrumentation.events import llm as llm_events
 from llama_index.core.instrumentation.events.llm import (
     LLMChatEndEvent,
     LLMChatStartEvent,
@@ -49,6 +46,7 @@ from llama_index.core.response_synthesizers import CompactAndRefine
 from llama_index.retrievers.bm25 import BM25Retriever
 
 from llamaindex_mfs import MFSLLM
+from tests.llamaindex_events import EventRecorder, recording
 
 ENTRY_POINTS = [
     "complete",
@@ -61,37 +59,13 @@ ENTRY_POINTS = [
     "astream_chat",
 ]
 
-_LLM_EVENT_TYPES = tuple(
-    getattr(llm_events, name) for name in dir(llm_events) if name.startswith("LLM") and name.endswith("Event")
-)
-
-
-class EventRecorder(BaseEventHandler):
-    """An instrumentation handler that keeps every LLM event it is sent."""
-
-    events: list[Any] = []
-
-    @classmethod
-    def class_name(cls) -> str:
-        """Name of the handler."""
-        return "EventRecorder"
-
-    def handle(self, event: Any, **kwargs: Any) -> None:
-        """Keep ``event`` if it is one of ``llama_index.core.instrumentation.events.llm``."""
-        if isinstance(event, _LLM_EVENT_TYPES):
-            self.events.append(event)
 
 
 @pytest.fixture
 def recorder() -> Iterator[EventRecorder]:
     """An :class:`EventRecorder` on the root dispatcher for the test's duration."""
-    dispatcher = get_dispatcher()
-    handler = EventRecorder()
-    dispatcher.add_event_handler(handler)
-    try:
+    with recording() as handler:
         yield handler
-    finally:
-        dispatcher.event_handlers.remove(handler)
 
 
 @pytest.fixture

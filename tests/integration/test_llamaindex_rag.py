@@ -14,15 +14,14 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
 from llama_index.core.instrumentation import get_dispatcher
-from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events.llm import LLMChatEndEvent, LLMChatStartEvent
 from llama_index.core.schema import QueryBundle
 
 from llamaindex_mfs import MFSLLM
+from tests.llamaindex_events import EventRecorder, recording
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rag_llamaindex.py"
 SMALL = {"step_beam_size": 2, "num_rollouts": 2, "max_steps": 1, "max_step_tokens": 8, "max_answer_tokens": 16, "seed": 0}
@@ -39,34 +38,11 @@ def example() -> ModuleType:
     return module
 
 
-class ChatEvents(BaseEventHandler):
-    """Keeps the LLM chat start and end events."""
-
-    starts: list[Any] = []
-    ends: list[Any] = []
-
-    @classmethod
-    def class_name(cls) -> str:
-        """Name of the handler."""
-        return "ChatEvents"
-
-    def handle(self, event: Any, **kwargs: Any) -> None:
-        """Record chat start and end events."""
-        if isinstance(event, LLMChatStartEvent):
-            self.starts.append(event)
-        elif isinstance(event, LLMChatEndEvent):
-            self.ends.append(event)
-
-
 @pytest.fixture
-def chat_events() -> Iterator[ChatEvents]:
-    dispatcher = get_dispatcher()
-    handler = ChatEvents()
-    dispatcher.add_event_handler(handler)
-    try:
+def chat_events() -> Iterator[EventRecorder]:
+    """Records the LLM events of the test."""
+    with recording() as handler:
         yield handler
-    finally:
-        dispatcher.event_handlers.remove(handler)
 
 
 @pytest.fixture
@@ -88,26 +64,26 @@ def test_bm25_retrieves_the_fact_the_question_needs(example: ModuleType) -> None
     assert two[0].node.get_content() == "Maria has 24 stickers." and two[0].score > two[1].score
 
 
-def test_query_prompts_the_model_with_one_word_problem(example: ModuleType, chat_events: ChatEvents) -> None:
+def test_query_prompts_the_model_with_one_word_problem(example: ModuleType, chat_events: EventRecorder) -> None:
     response = example.build_query_engine(MFSLLM(**SMALL)).query(example.QUESTION)
     problem = f"Maria has 24 stickers. {example.QUESTION}"
-    assert len(chat_events.starts) == len(chat_events.ends) == 1
-    [message] = chat_events.starts[0].messages
+    assert len(chat_events.of_type(LLMChatStartEvent)) == len(chat_events.of_type(LLMChatEndEvent)) == 1
+    [message] = chat_events.of_type(LLMChatStartEvent)[0].messages
     assert (message.role.value, message.content) == ("user", problem)
-    answer = chat_events.ends[0].response
+    answer = chat_events.of_type(LLMChatEndEvent)[0].response
     assert str(response) == (answer.message.content or "Empty Response")
     assert answer.raw["usage"]["completion_tokens"] == answer.raw["result"].output_tokens > 0
     assert response.source_nodes[0].node.get_content() == "Maria has 24 stickers."
 
 
-def test_streaming_query_streams_the_same_answer(example: ModuleType, chat_events: ChatEvents) -> None:
+def test_streaming_query_streams_the_same_answer(example: ModuleType, chat_events: EventRecorder) -> None:
     llm = MFSLLM(**SMALL)
     normal = example.build_query_engine(llm).query(example.QUESTION)
     streaming = example.build_query_engine(llm, streaming=True).query(example.QUESTION)
     deltas = list(streaming.response_gen)
-    assert len(chat_events.ends) == 2
-    assert "".join(deltas) == chat_events.ends[1].response.message.content
-    assert chat_events.ends[0].response.message.content == chat_events.ends[1].response.message.content
+    assert len(chat_events.of_type(LLMChatEndEvent)) == 2
+    assert "".join(deltas) == chat_events.of_type(LLMChatEndEvent)[1].response.message.content
+    assert chat_events.of_type(LLMChatEndEvent)[0].response.message.content == chat_events.of_type(LLMChatEndEvent)[1].response.message.content
     assert str(normal) == ("".join(deltas) or "Empty Response")
     assert streaming.source_nodes[0].node.get_content() == "Maria has 24 stickers."
 
