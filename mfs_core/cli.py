@@ -105,7 +105,7 @@ def ask(
     try:
         engine = MFSEngine.from_settings(settings)
         result = engine.decode([question])[0]
-    except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
+    except (ValueError, TypeError, OSError, ImportError, RuntimeError) as exc:  # backend errors subclass RuntimeError
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     wall = time.perf_counter() - start
