@@ -11,6 +11,24 @@ ones (``log_softmax`` of the unscaled logits, temperature 1), as vLLM reports by
 
 A KV cache is kept between tokens; rows that have finished are dropped from it once they
 are a quarter of the batch, so short step candidates do not wait on long rollouts.
+
+**Shared-prefix prefill** (``prefix_sharing=True``, the default): within one chunk, every
+distinct prompt is prefilled once, and the prefix that prompts share (a few-shot prefix and
+question shared by every beam, a beam's path shared by its candidates) once per radix-tree
+node: the distinct prompts are grouped into a token trie, each level of the trie is one
+batched forward pass that continues its parent's KV cache, and the finished caches are
+fanned out (``batch_select_indices``) to the ``n`` rows that continue them. Shorter segments
+are padded where they are (the padding sits in the middle of a row's cache, masked out by the
+attention mask; ``position_ids`` count only real tokens), so every row sees exactly the keys
+and positions it would alone. Samples are unchanged for the same seeds; log-probs agree with
+the one-row-per-prompt prefill to float rounding (different batch shapes reduce in a
+different order). :attr:`TransformersBackend.prefill_stats` counts the prompt tokens
+actually prefilled.
+
+**Incremental stop checks** (``incremental_stops=True``): each step decodes only a short
+window of a row's newest tokens (the incremental detokenisation of vLLM and TGI) and
+searches the new text plus the last ``max(len(stop)) - 1`` characters before it, so a stop
+string that straddles tokens is found and the cost per token does not grow with the text.
 """
 
 from __future__ import annotations
@@ -26,7 +44,7 @@ from mfs_core.backends.base import ContextWindowError
 from mfs_core.settings import DEMO_MODEL, MFSSettings
 from mfs_core.types import Continuation, GenerationRequest
 
-__all__ = ["TransformersBackend", "demo_model_path", "resolve_model_path"]
+__all__ = ["PrefillStats", "TransformersBackend", "demo_model_path", "resolve_model_path"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +60,37 @@ def resolve_model_path(model: str) -> str:
 
 
 @dataclass
+class PrefillStats:
+    """Prompt-token counters of a :class:`TransformersBackend` since it was built (or reset).
+
+    Attributes:
+        calls: ``generate`` calls.
+        rows: sequences sampled (``sum(request.n)``).
+        row_prompt_tokens: prompt tokens summed over rows, what a prefill of one row per
+            sample would run (tokens).
+        distinct_prompt_tokens: nodes of the token trie of each call's prompts, summed over
+            calls: the fewest prompt tokens any prefix-sharing prefill can run (tokens).
+        prefilled_tokens: prompt tokens the model actually ran in prefill, padding excluded
+            (tokens).
+        padded_prefill_tokens: positions run in prefill, padding included (tokens).
+        forward_passes: prefill forward passes (a shared-prefix prefill makes one per trie level).
+    """
+
+    calls: int = 0
+    rows: int = 0
+    row_prompt_tokens: int = 0
+    distinct_prompt_tokens: int = 0
+    prefilled_tokens: int = 0
+    padded_prefill_tokens: int = 0
+    forward_passes: int = 0
+
+    @property
+    def prefill_ratio(self) -> float:
+        """``prefilled_tokens / distinct_prompt_tokens`` (1.0 is the fewest possible; 0 if none)."""
+        return self.prefilled_tokens / self.distinct_prompt_tokens if self.distinct_prompt_tokens else 0.0
+
+
+@dataclass
 class _Row:
     """One sequence being sampled: which request and sample it is, and its state."""
 
@@ -54,6 +103,23 @@ class _Row:
     finish_reason: str | None = None
     stop_reason: str | None = None
     text: str = ""
+    # incremental stop check: tokens[prefix_offset:read_offset] decode to the text already
+    # searched at the end of the window; `tail` is the last max(len(stop)) - 1 searched chars.
+    prefix_offset: int = 0
+    read_offset: int = 0
+    tail: str = ""
+
+
+@dataclass
+class _Group:
+    """A node of the prompt trie during a shared-prefix prefill.
+
+    ``members`` (indices of distinct prompts, in sorted order) all share their first ``done``
+    tokens, which are in this group's row of the KV cache already.
+    """
+
+    members: list[int]
+    done: int
 
 
 class TransformersBackend:
@@ -64,15 +130,29 @@ class TransformersBackend:
         tokenizer: its tokenizer (fast or slow).
         model_name: name reported in results.
         batch_size: most sequences in one forward pass (sequences).
+        prefix_sharing: prefill each distinct prompt, and each prefix that prompts share,
+            once per chunk and fan its KV cache out to the rows that continue it; False
+            prefills every row's whole prompt in one left-padded batch (the path before
+            issue 14, kept for comparison).
+        incremental_stops: search only the text each row added since the last check (plus
+            a tail of ``max(len(stop)) - 1`` characters); False re-decodes every row's whole
+            text at every token (the path before issue 14).
+
+    Attributes:
+        prefill_stats: :class:`PrefillStats` counters (reset with ``PrefillStats()``).
 
     Implements :class:`mfs_core.backends.base.Backend`.
     """
 
-    def __init__(self, model: Any, tokenizer: Any, model_name: str, batch_size: int = 512) -> None:
+    def __init__(self, model: Any, tokenizer: Any, model_name: str, batch_size: int = 512, *,
+                 prefix_sharing: bool = True, incremental_stops: bool = True) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.model_name = model_name
         self.batch_size = batch_size
+        self.prefix_sharing = prefix_sharing
+        self.incremental_stops = incremental_stops
+        self.prefill_stats = PrefillStats()
         self._num_parameters = sum(p.numel() for p in model.parameters())
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
@@ -176,6 +256,11 @@ class TransformersBackend:
                 rows.append(_Row(request=r, prompt_tokens=len(ids), max_tokens=min(request.max_tokens, window - len(ids)),
                                  stop=request.stop, tokens=[]))
                 row_prompts.append(ids)
+        stats = self.prefill_stats
+        stats.calls += 1
+        stats.rows += len(rows)
+        stats.row_prompt_tokens += sum(len(ids) for ids in row_prompts)
+        stats.distinct_prompt_tokens += _trie_size(prompt_ids)
         generators = []
         for request in requests:
             generator = torch.Generator(device=self.model.device)
@@ -205,21 +290,13 @@ class TransformersBackend:
 
         device = self.model.device
         pad = self.tokenizer.pad_token_id
-        width = max(len(p) for p in prompts)
-        input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, ids in enumerate(prompts):
-            input_ids[i, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
-            mask[i, width - len(ids):] = 1
-        input_ids, mask = input_ids.to(device), mask.to(device)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        prefilled = self._prefill_shared(prompts) if self.prefix_sharing else None
+        if prefilled is None:
+            prefilled = self._prefill_rows(prompts)
+        cache, logits, mask, next_position = prefilled
         temperature = torch.tensor([requests[r.request].temperature for r in rows], device=device).unsqueeze(1)
         top_p = torch.tensor([requests[r.request].top_p for r in rows], device=device)
         active = list(range(len(rows)))  # row index of each batch position
-        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True)
-        cache = out.past_key_values
-        logits = out.logits[:, -1, :].float()
-        next_position = positions[:, -1:] + 1
         while True:
             raw = torch.log_softmax(logits, dim=-1)
             probs = torch.softmax(logits / temperature, dim=-1)
@@ -249,7 +326,10 @@ class TransformersBackend:
                     row.finish_reason = "eos"
                 elif len(row.tokens) >= row.max_tokens:
                     row.finish_reason = "length"
-            self._check_stops([rows[i] for i in active])
+            if self.incremental_stops:
+                self._check_stops_incremental([rows[i] for i in active])
+            else:
+                self._check_stops([rows[i] for i in active])
             keep = [pos for pos, i in enumerate(active) if rows[i].finish_reason is None]
             if not keep:
                 break
@@ -269,6 +349,173 @@ class TransformersBackend:
             if row.finish_reason != "stop":
                 row.text = self._decode(row.tokens)
 
+    def _prefill_rows(self, prompts: list[list[int]]) -> tuple[Any, Any, Any, Any]:
+        """Prefill every row's whole prompt in one left-padded batch (no sharing).
+
+        Returns:
+            ``(cache, logits, mask, next_position)``: the KV cache (B rows), the float
+            logits of each prompt's last token ``[B, vocab]``, the attention mask ``[B, L]``
+            and each row's next position id ``[B, 1]``.
+        """
+        import torch
+
+        device = self.model.device
+        pad = self.tokenizer.pad_token_id
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for i, ids in enumerate(prompts):
+            input_ids[i, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
+            mask[i, width - len(ids):] = 1
+        input_ids, mask = input_ids.to(device), mask.to(device)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True)
+        self.prefill_stats.prefilled_tokens += sum(len(p) for p in prompts)
+        self.prefill_stats.padded_prefill_tokens += len(prompts) * width
+        self.prefill_stats.forward_passes += 1
+        return out.past_key_values, out.logits[:, -1, :].float(), mask, positions[:, -1:] + 1
+
+    def _prefill_shared(self, prompts: list[list[int]]) -> tuple[Any, Any, Any, Any] | None:
+        """Prefill each node of the prompts' token trie once, then fan the caches out to rows.
+
+        Level by level, each group of distinct prompts runs the tokens they all share beyond
+        what its cache row holds, in one batched forward pass over all groups (segments
+        left-padded to the longest; the padding stays masked in the middle of the cache). A
+        prompt that ends with its group's segment keeps that cache row and last-token
+        logits; the others split by their next token into child groups, whose cache rows
+        are copies of the parent's (``DynamicCache.batch_select_indices``). The finished
+        caches are right-padded to one length (masked), and row ``i`` gets prompt ``i``'s.
+
+        Returns:
+            As :meth:`_prefill_rows`, or None when the model's cache is not made of
+            ``DynamicLayer`` (sliding-window or linear-attention layers): the caller then
+            prefills without sharing.
+        """
+        import torch
+        from transformers.cache_utils import DynamicLayer
+
+        device = self.model.device
+        pad = self.tokenizer.pad_token_id
+        stats = self.prefill_stats
+        distinct: dict[tuple[int, ...], int] = {}
+        row_prompt = [distinct.setdefault(tuple(ids), len(distinct)) for ids in prompts]
+        unique = list(distinct)
+        if not all(unique):
+            return None
+        ordered = sorted(range(len(unique)), key=lambda u: unique[u])
+        groups: list[_Group] = []  # the trie's root split by first token
+        for u in ordered:
+            if groups and unique[groups[-1].members[0]][0] == unique[u][0]:
+                groups[-1].members.append(u)
+            else:
+                groups.append(_Group(members=[u], done=0))
+        finals: dict[int, tuple[list[tuple[Any, Any]], Any, Any, int]] = {}  # keys/values per layer, mask, logits, length
+        cache, mask = None, None
+        while groups:
+            segments = []
+            for group in groups:
+                end = _common_prefix_length(unique[group.members[0]], unique[group.members[-1]], group.done)
+                segments.append(unique[group.members[0]][group.done:end])
+            width = max(len(seg) for seg in segments)
+            input_ids = torch.full((len(groups), width), pad, dtype=torch.long)
+            segment_mask = torch.zeros((len(groups), width), dtype=torch.long)
+            for i, seg in enumerate(segments):
+                input_ids[i, width - len(seg):] = torch.tensor(seg, dtype=torch.long)
+                segment_mask[i, width - len(seg):] = 1
+            input_ids, segment_mask = input_ids.to(device), segment_mask.to(device)
+            done = torch.tensor([[g.done] for g in groups], dtype=torch.long, device=device)
+            positions = (done + segment_mask.cumsum(-1) - 1).clamp(min=0)
+            mask = segment_mask if mask is None else torch.cat([mask, segment_mask], dim=1)
+            out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
+                             past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            stats.forward_passes += 1
+            stats.prefilled_tokens += sum(len(seg) for seg in segments)
+            stats.padded_prefill_tokens += len(groups) * width
+            if not all(type(layer) is DynamicLayer for layer in cache.layers):
+                stats.prefilled_tokens -= sum(len(seg) for seg in segments)
+                stats.padded_prefill_tokens -= len(groups) * width
+                return None
+            logits = out.logits[:, -1, :].float()
+            children: list[_Group] = []
+            parents: list[int] = []
+            for g, (group, seg) in enumerate(zip(groups, segments)):
+                end = group.done + len(seg)
+                rest = []
+                for u in group.members:
+                    if len(unique[u]) == end:
+                        finals[u] = ([(layer.keys[g], layer.values[g]) for layer in cache.layers], mask[g], logits[g], end)
+                    else:
+                        rest.append(u)
+                for u in rest:  # sorted, so equal next tokens are adjacent
+                    if children and parents[-1] == g and unique[children[-1].members[0]][end] == unique[u][end]:
+                        children[-1].members.append(u)
+                    else:
+                        children.append(_Group(members=[u], done=end))
+                        parents.append(g)
+            groups = children
+            if groups:
+                index = torch.tensor(parents, dtype=torch.long, device=device)
+                cache.batch_select_indices(index)
+                mask = mask[index]
+        length = max(state[1].shape[0] for state in finals.values())
+        order = [finals[u] for u in range(len(unique))]
+        rows = torch.tensor(row_prompt, dtype=torch.long, device=device)
+
+        def padded(tensors: list[Any], dim: int) -> Any:
+            out = []
+            for t in tensors:
+                missing = length - t.shape[dim]
+                if missing:
+                    shape = list(t.shape)
+                    shape[dim] = missing
+                    t = torch.cat([t, t.new_zeros(shape)], dim=dim)
+                out.append(t)
+            return torch.stack(out).index_select(0, rows)
+
+        for i, layer in enumerate(cache.layers):
+            layer.keys = padded([state[0][i][0] for state in order], dim=1)
+            layer.values = padded([state[0][i][1] for state in order], dim=1)
+        mask = padded([state[1] for state in order], dim=0)
+        logits = torch.stack([state[2] for state in order]).index_select(0, rows)
+        next_position = torch.tensor([[state[3]] for state in order], dtype=torch.long, device=device).index_select(0, rows)
+        return cache, logits, mask, next_position
+
+    def _check_stops_incremental(self, rows: list[_Row]) -> None:
+        """As :meth:`_check_stops`, decoding only a window of each row's newest tokens.
+
+        The window is ``tokens[prefix_offset:]``; its text beyond that of
+        ``tokens[prefix_offset:read_offset]`` is new (vLLM's ``detokenize_incrementally``:
+        decoding a few tokens of context keeps word-initial spaces right). A window whose text
+        ends in an incomplete character (U+FFFD) is searched up to it and decoded again at
+        the next token. The new text is searched with the last ``max(len(stop)) - 1``
+        characters before it, so a stop string split across tokens is found at the token
+        that completes it, as a whole-text search finds it.
+        """
+        checked = [row for row in rows if row.stop and row.finish_reason in (None, "length")]
+        if not checked:
+            return
+        windows = [row.tokens[row.prefix_offset:row.read_offset] for row in checked]
+        windows += [row.tokens[row.prefix_offset:] for row in checked]
+        texts = self.tokenizer.batch_decode(windows, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        for i, row in enumerate(checked):
+            before, now = texts[i], texts[len(checked) + i]
+            complete = not now.endswith("\ufffd")
+            new = now[len(before):] if complete else now.rstrip("\ufffd")[len(before):]
+            searched = row.tail + new
+            if any(stop in searched for stop in row.stop):
+                text = self._decode(row.tokens)
+                hits = [(text.find(stop), stop) for stop in row.stop if stop in text]
+                cut, stop = min(hits)
+                row.text = text[:cut]
+                row.finish_reason = "stop"
+                row.stop_reason = stop
+                continue
+            if complete:
+                row.prefix_offset, row.read_offset = row.read_offset, len(row.tokens)
+                keep = max(len(stop) for stop in row.stop) - 1
+                row.tail = searched[-keep:] if keep else ""
+
     def _check_stops(self, rows: list[_Row]) -> None:
         """Mark rows whose text now contains a stop string; cut the text before it."""
         checked = [row for row in rows if row.stop and row.finish_reason in (None, "length")]
@@ -283,6 +530,31 @@ class TransformersBackend:
                 row.text = text[:cut]
                 row.finish_reason = "stop"
                 row.stop_reason = stop
+
+
+def _common_prefix_length(first: tuple[int, ...], last: tuple[int, ...], start: int) -> int:
+    """Longest common prefix of sorted prompts, from their ``first`` and ``last`` (tokens).
+
+    Both share ``[:start]`` already; in a sorted list the common prefix of all is that of
+    its two ends.
+    """
+    end = start
+    shortest = min(len(first), len(last))
+    while end < shortest and first[end] == last[end]:
+        end += 1
+    return end
+
+
+def _trie_size(prompts: list[list[int]]) -> int:
+    """Nodes of the token trie of ``prompts``: the distinct prompt tokens (tokens)."""
+    ordered = sorted(set(map(tuple, prompts)))
+    total = 0
+    for previous, prompt in zip([()] + ordered[:-1], ordered):
+        shared = 0
+        while shared < min(len(previous), len(prompt)) and previous[shared] == prompt[shared]:
+            shared += 1
+        total += len(prompt) - shared
+    return total
 
 
 def _chunks_by_request(rows: list[_Row], batch_size: int) -> list[list[int]]:
