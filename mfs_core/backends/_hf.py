@@ -22,6 +22,7 @@ __all__ = [
     "load_local_config",
     "load_local_tokenizer",
     "local_model_source",
+    "prefix_order",
     "render_chat",
     "starts_with_bos",
 ]
@@ -145,6 +146,42 @@ def render_chat(tokenizer: Any, messages: Sequence[dict[str, str]]) -> str | Non
     if tokenizer is None or not getattr(tokenizer, "chat_template", None):
         return None
     return tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+
+
+def prefix_order(prompts: Sequence[Sequence[Any]]) -> list[int]:
+    """An order of ``prompts`` in which prompts that share a prefix are adjacent.
+
+    The depth-first order of the prompts' trie (token ids, or the characters of a string),
+    each node's children taken in order of first appearance, a prompt that ends at a node
+    placed where it first appeared among that node's children. So the order changes only
+    where it must: when every set of prompts sharing a prefix is contiguous already (one
+    decoder's requests of a round are), it is ``range(len(prompts))``; prompts that share a
+    prefix but are apart (the same question from two callers, every question's few-shot
+    prefix behind other prompts) are brought together. vLLM's prefix cache
+    (``enable_prefix_caching``) then sees each shared prefix in consecutive requests, while
+    its KV blocks are still cached.
+
+    Args:
+        prompts: P prompts, each a sequence of token ids or a string.
+
+    Returns:
+        A permutation of ``range(P)``: position k holds the index of the k-th prompt to send.
+    """
+    root: dict[Any, tuple[int, dict]] = {}  # token -> (creation rank, children)
+    created = 0
+    keys: list[list[int]] = []
+    end = object()  # the pseudo-child "the prompt ends here"
+    for prompt in prompts:
+        children, key = root, []
+        for token in [*prompt, end]:
+            node = children.get(token)
+            if node is None:
+                node = children[token] = (created, {})
+                created += 1
+            key.append(node[0])
+            children = node[1]
+        keys.append(key)
+    return sorted(range(len(prompts)), key=keys.__getitem__)
 
 
 def quiet_transformers() -> None:

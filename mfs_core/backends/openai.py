@@ -4,7 +4,9 @@ One :meth:`OpenAIBackend.generate` call sends every request of the round at once
 ``{base_url}/completions`` per request (each request has its own seed, so requests are not
 merged into one prompt list), spread over the replicas in ``base_urls`` and sent
 concurrently over pooled keep-alive connections (``httpx.Client`` in a thread pool; the
-async :meth:`OpenAIBackend.agenerate` uses ``httpx.AsyncClient``). Response shape and
+async :meth:`OpenAIBackend.agenerate` uses ``httpx.AsyncClient``), started in
+:func:`~mfs_core.backends._hf.prefix_order` of the prompt texts so that a server's prefix
+cache sees prompts sharing a prefix one after another. Response shape and
 extensions follow vLLM 0.33.0 (``vllm/entrypoints/openai/completion/protocol.py`` and
 ``serving.py``).
 
@@ -399,7 +401,9 @@ class OpenAIBackend:
             return []
         jobs = self._prepare(requests)
         executor, client = self._sync_resources()
-        futures = [executor.submit(self._send, client, *job) for job in jobs]
+        futures: list[Any] = [None] * len(jobs)
+        for i in _hf.prefix_order([request.prompt for request in requests]):  # shared prefixes sent together
+            futures[i] = executor.submit(self._send, client, *jobs[i])
         concurrent.futures.wait(futures)
         return [future.result() for future in futures]
 
@@ -412,7 +416,11 @@ class OpenAIBackend:
         client = self._async_clients.get(loop)
         if client is None:
             client = self._async_clients[loop] = self.httpx.AsyncClient(timeout=self.timeout, limits=self._limits())
-        results = await asyncio.gather(*(self._asend(client, *job) for job in jobs), return_exceptions=True)
+        order = _hf.prefix_order([request.prompt for request in requests])  # shared prefixes sent together
+        sent = await asyncio.gather(*(self._asend(client, *jobs[i]) for i in order), return_exceptions=True)
+        results: list[Any] = [None] * len(jobs)
+        for position, i in enumerate(order):
+            results[i] = sent[position]
         for result in results:
             if isinstance(result, BaseException):
                 raise result

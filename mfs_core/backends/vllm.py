@@ -13,7 +13,9 @@ round, each as a tokenized prompt (``{"prompt_token_ids": [...]}``) with its own
 ``SamplingParams(n, temperature, top_p, max_tokens, stop, seed, logprobs=0)`` (a greedy
 request: ``temperature=0`` and ``n=1``, its output repeated ``n`` times). vLLM's scheduler
 batches them (continuous batching) and, with prefix caching on, shares the KV cache of the
-prompt prefix that a question's beams, candidates and rollouts have in common.
+prompt prefix that a question's beams, candidates and rollouts have in common. The requests
+are sent in :func:`~mfs_core.backends._hf.prefix_order` (prompts sharing a prefix next to
+each other, e.g. the same question from two callers); the results come back in request order.
 
 Why each parameter is sent:
 
@@ -232,10 +234,16 @@ class VLLMBackend:
                 raise ContextWindowError(msg)
             prompts.append({"prompt_token_ids": ids})
             params.append(self.sampling_params(request, min(request.max_tokens, window - len(ids))))
-        outputs = self.llm.generate(prompts, params, use_tqdm=False)
-        if len(outputs) != len(requests):
-            msg = f"vLLM returned {len(outputs)} request outputs for {len(requests)} prompts"
+        # Prompts that share a prefix go to vLLM next to each other (see _hf.prefix_order);
+        # LLM.generate returns its outputs in the order of its prompts.
+        order = _hf.prefix_order([prompt["prompt_token_ids"] for prompt in prompts])
+        sent = self.llm.generate([prompts[i] for i in order], [params[i] for i in order], use_tqdm=False)
+        if len(sent) != len(requests):
+            msg = f"vLLM returned {len(sent)} request outputs for {len(requests)} prompts"
             raise VLLMOutputError(msg)
+        outputs: list[Any] = [None] * len(requests)
+        for position, i in enumerate(order):
+            outputs[i] = sent[position]
         return [
             _continuations(i, request, output, len(prompt["prompt_token_ids"]))
             for i, (request, output, prompt) in enumerate(zip(requests, outputs, prompts))

@@ -1,0 +1,316 @@
+"""How much of the backend's raw batched throughput an MFS search keeps (issue 14).
+
+One run prints one table: for each prompt (no few-shot prefix, and a few-shot prefix of
+``--prefix-tokens`` tokens) and each path of the transformers backend, "before"
+(``prefix_sharing=False, incremental_stops=False``: every row's prompt prefilled, every
+row's text re-decoded at every token) and "after" (the defaults), side by side:
+
+- ``MFS tok/s`` and ``raw tok/s``: generated tokens per second of the lockstep search, and
+  of one plain ``backend.generate`` call on the same questions with the search's mean rows
+  per round and mean tokens per row (no stop strings): the physical limit (target of the
+  ratio >= 0.8);
+- ``lockstep q/s``, ``1-at-a-time q/s`` and ``16 callers q/s``: questions per second of the
+  ``--questions`` questions decoded in one ``decode`` call, one after another, and from as
+  many threads at once (target of lockstep / one-at-a-time >= 4);
+- ``prefilled / distinct``: prompt tokens the model ran in prefill over the nodes of the
+  token trie of each round's prompts (the fewest possible), summed over the lockstep run
+  (target <= 1.2);
+- ``outside generate``: share of the lockstep wall time spent outside ``backend.generate``
+  (the decoders, the scheduler; target <= 5%).
+
+Then a cProfile of the lockstep search (after, with the prefix): the functions with the
+most own time, and the share of the time in the model's forward passes, the prefill, the
+stop checks and the decoders.
+
+The demo model's context window is 512 tokens; a prefix that does not fit with the search's
+step and answer budgets is cut to the longest that does (the table says so). Rerun with
+``--model`` and ``--prefix-tokens`` on a model with a longer window.
+
+Usage::
+
+    nice -n 15 env OMP_NUM_THREADS=1 python benchmarks/throughput.py            # demo model, CPU
+    python benchmarks/throughput.py --model path/to/ckpt --prefix-tokens 1000 --device cuda
+
+Numbers on a machine shared with other jobs are noisy; the ratios within one run (before
+and after measured back to back on the same questions) are what to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import math
+import pstats
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from mfs_core import MFSEngine, MFSSettings  # noqa: E402
+from mfs_core.backends.transformers import PrefillStats, TransformersBackend  # noqa: E402
+from mfs_core.bench.fewshot import GSM_COT_8_SHOT  # noqa: E402
+from mfs_core.decoders import get_decoder  # noqa: E402
+from mfs_core.types import GenerationRequest  # noqa: E402
+
+HELDOUT = Path(__file__).resolve().parent.parent / "mfs_core" / "demo" / "heldout.json"
+
+
+class RecordingBackend:
+    """A backend wrapper that counts the rows and generated tokens of every ``generate`` call."""
+
+    def __init__(self, backend: TransformersBackend) -> None:
+        self.inner = backend
+        self.model_name = backend.model_name
+        self.calls = 0
+        self.rows = 0
+        self.tokens = 0
+        self.rounds: list[list[GenerationRequest]] = []
+
+    def generate(self, requests):  # noqa: ANN001, ANN201 - the Backend protocol
+        outputs = self.inner.generate(requests)
+        self.calls += 1
+        self.rows += sum(r.n for r in requests)
+        self.tokens += sum(c.num_tokens for conts in outputs for c in conts)
+        self.rounds.append(list(requests))
+        return outputs
+
+    def count_tokens(self, text: str) -> int:  # noqa: D102
+        return self.inner.count_tokens(text)
+
+    def apply_chat_template(self, messages):  # noqa: ANN001, ANN201, D102
+        return self.inner.apply_chat_template(messages)
+
+    @property
+    def context_window(self) -> int:  # noqa: D102
+        return self.inner.context_window
+
+    @property
+    def num_parameters(self) -> int:  # noqa: D102
+        return self.inner.num_parameters
+
+
+@dataclass
+class Row:
+    """One line of the table."""
+
+    prefix: str
+    path: str
+    mfs_tps: float
+    raw_tps: float
+    lockstep_qps: float
+    sequential_qps: float
+    concurrent_qps: float
+    prefill_ratio: float
+    outside_share: float
+    tokens: int
+    rows_per_round: float
+    fingerprint: tuple
+
+
+def _fresh(backend: TransformersBackend) -> RecordingBackend:
+    backend.prefill_stats = PrefillStats()
+    return RecordingBackend(backend)
+
+
+def _lockstep(backend: TransformersBackend, prompts: list[str], settings: MFSSettings) -> tuple[float, RecordingBackend, Any, list]:
+    recorder = _fresh(backend)
+    engine = MFSEngine(recorder, settings)
+    start = time.perf_counter()
+    results = engine.decode_prompts(prompts)
+    wall = time.perf_counter() - start
+    return wall, recorder, engine.stats, results
+
+
+def _sequential(backend: TransformersBackend, prompts: list[str], settings: MFSSettings) -> float:
+    engine = MFSEngine(backend, settings)
+    start = time.perf_counter()
+    for prompt in prompts:
+        engine.decode_prompts([prompt])
+    return time.perf_counter() - start
+
+
+def _concurrent(backend: TransformersBackend, prompts: list[str], settings: MFSSettings) -> float:
+    engine = MFSEngine(backend, settings)
+    barrier = threading.Barrier(len(prompts) + 1)
+
+    def caller(prompt: str) -> None:
+        barrier.wait()
+        engine.decode_prompts([prompt])
+
+    threads = [threading.Thread(target=caller, args=(p,)) for p in prompts]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - start
+
+
+def _raw(backend: TransformersBackend, prompts: list[str], rows: int, tokens_per_row: int) -> float:
+    """Generated tokens/s of one plain batch: ``rows`` rows spread over ``prompts``, no stops."""
+    per_prompt = max(1, math.ceil(rows / len(prompts)))
+    requests = [GenerationRequest(prompt=p, n=per_prompt, max_tokens=tokens_per_row, temperature=0.7, seed=i)
+                for i, p in enumerate(prompts)]
+    start = time.perf_counter()
+    outputs = backend.generate(requests)
+    wall = time.perf_counter() - start
+    return sum(c.num_tokens for conts in outputs for c in conts) / wall
+
+
+def _prefix_text(backend: TransformersBackend, tokens: int) -> str:
+    """The first ``tokens`` tokens of the GSM8K 8-shot chain-of-thought prompt (repeated if short)."""
+    text = GSM_COT_8_SHOT
+    ids = backend.tokenizer.encode(text, add_special_tokens=False)
+    while len(ids) < tokens:
+        text += "\n\n" + GSM_COT_8_SHOT
+        ids = backend.tokenizer.encode(text, add_special_tokens=False)
+    return backend.tokenizer.decode(ids[:tokens], skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+
+def _measure(label: str, path: str, backend: TransformersBackend, prompts: list[str], settings: MFSSettings) -> Row:
+    wall, recorder, stats, results = _lockstep(backend, prompts, settings)
+    prefill = backend.prefill_stats
+    rows_per_round = recorder.rows / recorder.calls
+    tokens_per_row = max(1, round(recorder.tokens / recorder.rows))
+    raw_tps = _raw(backend, prompts, round(rows_per_round), tokens_per_row)
+    sequential = _sequential(backend, prompts, settings)
+    concurrent = _concurrent(backend, prompts, settings)
+    return Row(
+        prefix=label, path=path, mfs_tps=recorder.tokens / wall, raw_tps=raw_tps,
+        lockstep_qps=len(prompts) / wall, sequential_qps=len(prompts) / sequential,
+        concurrent_qps=len(prompts) / concurrent, prefill_ratio=prefill.prefill_ratio,
+        outside_share=1 - stats.generate_seconds / wall, tokens=recorder.tokens, rows_per_round=rows_per_round,
+        fingerprint=tuple((r.answer, r.output_tokens) for r in results),
+    )
+
+
+def _table(rows: list[Row]) -> str:
+    head = ("| prompt | path | MFS tok/s | raw tok/s | MFS / raw | lockstep q/s | 1-at-a-time q/s | lockstep / 1-at-a-time "
+            "| 16 callers q/s | prefilled / distinct | outside generate |")
+    lines = [head, "|" + "|".join([" --- "] * 11) + "|"]
+    for r in rows:
+        lines.append(
+            f"| {r.prefix} | {r.path} | {r.mfs_tps:.0f} | {r.raw_tps:.0f} | {r.mfs_tps / r.raw_tps:.2f} | "
+            f"{r.lockstep_qps:.2f} | {r.sequential_qps:.2f} | {r.lockstep_qps / r.sequential_qps:.1f}× | "
+            f"{r.concurrent_qps:.2f} | {r.prefill_ratio:.2f} | {100 * r.outside_share:.1f}% |"
+        )
+    return "\n".join(lines)
+
+
+def _profile(backend: TransformersBackend, prompts: list[str], settings: MFSSettings, top: int) -> str:
+    """cProfile of the lockstep search, driven in this thread (the engine's loop, without its worker)."""
+    factory = get_decoder("mfs")
+    backend.prefill_stats = PrefillStats()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    start = time.perf_counter()
+    decoders = [factory(p, settings) for p in prompts]
+    pending = {i: next(d) for i, d in enumerate(decoders)}
+    rounds = 0
+    while pending:
+        batch = [req for reqs in pending.values() for req in reqs]
+        outputs = backend.generate(batch)
+        rounds += 1
+        offset, still = 0, {}
+        for i, reqs in pending.items():
+            share, offset = outputs[offset:offset + len(reqs)], offset + len(reqs)
+            try:
+                still[i] = decoders[i].send(share)
+            except StopIteration:
+                pass
+        pending = still
+    wall = time.perf_counter() - start
+    profiler.disable()
+    stream = io.StringIO()
+    stats = pstats.Stats(profiler, stream=stream)
+    stats.sort_stats("tottime").print_stats(top)
+
+    def cumulative(fragment: str) -> float:
+        return max((v[3] for k, v in stats.stats.items() if fragment in f"{k[0]}:{k[2]}"), default=0.0)
+
+    parts = {
+        "backend.generate": cumulative("transformers.py:generate"),
+        "  model forward (all nn.Module calls)": cumulative("module.py:_wrapped_call_impl"),
+        "  prefill (shared-prefix)": cumulative("transformers.py:_prefill_shared"),
+        "  stop checks": cumulative("transformers.py:_check_stops_incremental"),
+        "  final decode of texts": cumulative("transformers.py:_decode"),
+        "decoders (send)": cumulative("mfs.py:decode_mfs"),
+    }
+    lines = [f"cProfile of the lockstep search ({len(prompts)} questions, {rounds} rounds, {wall:.1f} s wall under the profiler)"]
+    lines += [f"  {name}: {seconds:.2f} s ({100 * seconds / wall:.0f}%)" for name, seconds in parts.items()]
+    lines.append("")
+    lines.append(stream.getvalue())
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print the table and the profile."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="mfs-demo")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--questions", type=int, default=16)
+    parser.add_argument("--prefix-tokens", type=int, default=1000, help="few-shot prefix length (tokens)")
+    parser.add_argument("--step-beam-size", type=int, default=4, help="M")
+    parser.add_argument("--num-rollouts", type=int, default=4, help="N")
+    parser.add_argument("--max-steps", type=int, default=3)
+    parser.add_argument("--max-step-tokens", type=int, default=24)
+    parser.add_argument("--max-answer-tokens", type=int, default=48)
+    parser.add_argument("--profile-top", type=int, default=20, help="functions listed by own time (0: no profile)")
+    parser.add_argument("--json", type=Path, help="also write the rows here")
+    args = parser.parse_args(argv)
+
+    settings = MFSSettings(model=args.model, device=args.device, step_beam_size=args.step_beam_size,
+                           num_rollouts=args.num_rollouts, max_steps=args.max_steps,
+                           max_step_tokens=args.max_step_tokens, max_answer_tokens=args.max_answer_tokens, seed=0)
+    after = TransformersBackend.from_settings(settings)
+    before = TransformersBackend(after.model, after.tokenizer, after.model_name, after.batch_size,
+                                 prefix_sharing=False, incremental_stops=False)
+    questions = [item["input"] for item in json.loads(HELDOUT.read_text())[: args.questions]]
+
+    plain_prompts = [MFSEngine(after, settings).render(q) for q in questions]
+    longest = max(len(after.encode_prompt(p)) for p in plain_prompts)
+    budget = args.max_steps * (args.max_step_tokens + 2) + args.max_answer_tokens
+    fits = max(0, after.context_window - 1 - longest - budget)
+    prefix_tokens = min(args.prefix_tokens, fits)
+    prefixed = settings.model_copy(update={"system_prompt": _prefix_text(after, prefix_tokens)})
+    prefixed_prompts = [MFSEngine(after, prefixed).render(q) for q in questions]
+    added = len(after.encode_prompt(prefixed_prompts[0])) - len(after.encode_prompt(plain_prompts[0]))
+
+    print(f"model {args.model} on {args.device}: {after.num_parameters / 1e6:.1f} M parameters, context window "
+          f"{after.context_window} tokens; {len(questions)} questions, M={args.step_beam_size}, N={args.num_rollouts}, "
+          f"{args.max_steps} steps, {args.max_step_tokens} step tokens, {args.max_answer_tokens} answer tokens")
+    if prefix_tokens < args.prefix_tokens:
+        print(f"a {args.prefix_tokens}-token prefix does not fit the {after.context_window}-token window with "
+              f"{longest}-token questions and a {budget}-token search budget: using {prefix_tokens} tokens")
+    print(f"few-shot prefix: {prefix_tokens} tokens of GSM_COT_8_SHOT as the system message "
+          f"(+{added} prompt tokens with the chat template)")
+    sys.stdout.flush()
+
+    rows = []
+    for label, prompts, run_settings in (("no prefix", plain_prompts, settings),
+                                         (f"{prefix_tokens}-token prefix", prefixed_prompts, prefixed)):
+        for path, backend in (("before", before), ("after", after)):
+            rows.append(_measure(label, path, backend, prompts, run_settings))
+            print(f"  measured {label} / {path}", file=sys.stderr, flush=True)
+    print()
+    print(_table(rows))
+    same = all(rows[i].fingerprint == rows[i + 1].fingerprint for i in range(0, len(rows), 2))
+    print(f"\nbefore and after decode the same answers with the same token counts: {'yes' if same else 'NO'}")
+    print(f"mean rows per round: {', '.join(f'{r.prefix}/{r.path} {r.rows_per_round:.0f}' for r in rows)}")
+    if args.json:
+        args.json.write_text(json.dumps([{k: v for k, v in vars(r).items() if k != 'fingerprint'} for r in rows], indent=2))
+    if args.profile_top:
+        print()
+        print(_profile(after, prefixed_prompts, prefixed, args.profile_top))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
