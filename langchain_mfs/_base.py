@@ -140,6 +140,8 @@ class MFSParams(BaseModel):
     temperature: float = _DEFAULTS["temperature"]
     """Sampling temperature of steps and rollouts, > 0 (default 0.7). MFS samples; for
     reproducible output fix ``seed`` instead of lowering this."""
+    rollout_temperature: float | None = _DEFAULTS["rollout_temperature"]
+    """Sampling temperature of foresight rollouts and completions (default None: ``temperature``)."""
     top_p: float = _DEFAULTS["top_p"]
     """Nucleus sampling mass in (0, 1] (default 1.0)."""
     stop_epsilon: float = _DEFAULTS["stop_epsilon"]
@@ -162,6 +164,8 @@ class MFSParams(BaseModel):
     """Apply width pruning (default True)."""
     early_stopping: bool = _DEFAULTS["early_stopping"]
     """Apply the martingale convergence stop (default True)."""
+    convergence_finish: Literal["parent_beams", "converged_rollouts"] = _DEFAULTS["convergence_finish"]
+    """On convergence, finish from the parent beams (default) or from the converged step's beams."""
 
     # --- the adapter -------------------------------------------------------------------
     method: str = "mfs"

@@ -156,6 +156,7 @@ class MFSLLM(CustomLLM):
     foresight_rollouts: Optional[int] = _setting("foresight_rollouts")
     prune_lambda: Optional[float] = _setting("prune_lambda")
     temperature: Optional[float] = _setting("temperature")
+    rollout_temperature: Optional[float] = _setting("rollout_temperature")
     top_p: Optional[float] = _setting("top_p")
     stop_epsilon: Optional[float] = _setting("stop_epsilon")
     max_steps: Optional[int] = _setting("max_steps")
@@ -167,6 +168,7 @@ class MFSLLM(CustomLLM):
     max_finished_fraction: Optional[float] = _setting("max_finished_fraction")
     width_pruning: Optional[bool] = _setting("width_pruning")
     early_stopping: Optional[bool] = _setting("early_stopping")
+    convergence_finish: Optional[Literal["parent_beams", "converged_rollouts"]] = _setting("convergence_finish")
 
     _base: MFSSettings = PrivateAttr()
     _has_chat_template: bool = PrivateAttr(default=False)

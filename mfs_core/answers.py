@@ -15,7 +15,10 @@ __all__ = ["Vote", "extract_answer", "extract_boxed", "majority_vote", "normaliz
 AnswerExtractor = Callable[[str], "str | None"]
 
 _ANSWER_IS = re.compile(r"answer is\s*:?\s*(.+)", re.IGNORECASE)
-_OPTION = re.compile(r"^\(?([A-J])\)?(?:[.:)\s]|$)")
+_STANDALONE_OPTION = re.compile(r"^\(?([A-J])\)?\s*[.:;!]?\s*$")
+_LEADING_OPTION = re.compile(r"^\(?([A-J])\)?(?:[.:;,)\s]|$)")
+_PROSE = re.compile(r"[A-Za-z]{2,}")
+_NUMBER = re.compile(r"-?\$?\d[\d,]*(?:\.\d+)?")
 
 
 def extract_boxed(text: str) -> str | None:
@@ -53,14 +56,23 @@ def normalize_answer(answer: str) -> str:
     return text
 
 
-def extract_answer(text: str) -> str | None:
+def extract_answer(text: str, options: str | None = None) -> str | None:
     """Extract the answer a completed path states, normalised, or None.
 
-    Order: the last ``\\boxed{}``; else what follows the last "answer is"; an option
-    letter there (``"The answer is C."`` gives ``"C"``) is returned alone.
+    Order: the last ``\\boxed{}``; else the first line of what follows the last "answer is":
+
+    * an option letter standing alone there (``"The answer is C."``, ``"The answer is (B)"``,
+      ``"The answer is: B."``) gives the letter; with ``options`` (a multiple-choice task,
+      e.g. ``"ABCD"``) a leading option letter does too (``"The answer is B, because ..."``);
+    * else, when the line is prose (a word of two letters or more, no LaTeX), its last number
+      (``"The answer is: A total of 12 apples."`` gives ``"12"``, ``"answer is I think 42"``
+      gives ``"42"``);
+    * else the whole line, normalised (``"42."`` gives ``"42"``, ``"x+1"`` stays).
 
     Args:
         text: a completed reasoning path (the end marker may still be in it).
+        options: the option letters of a multiple-choice task (None: not multiple choice,
+            a letter counts only when it stands alone).
 
     Returns:
         The normalised answer string, or None when the text states none.
@@ -71,11 +83,18 @@ def extract_answer(text: str) -> str | None:
     matches = _ANSWER_IS.findall(text)
     if not matches:
         return None
-    tail = matches[-1].split("<")[0].strip()
-    option = _OPTION.match(tail)
+    line = matches[-1].split("<")[0].strip().split("\n")[0].strip()
+    option = _STANDALONE_OPTION.match(line)
+    if option is None and options:
+        option = _LEADING_OPTION.match(line)
+        if option is not None and option.group(1) not in options.upper():
+            option = None
     if option:
         return option.group(1)
-    return normalize_answer(tail.split("\n")[0]) or None
+    numbers = _NUMBER.findall(line)
+    if numbers and _PROSE.search(line) and "\\" not in line:
+        return normalize_answer(numbers[-1].replace("$", "")) or None
+    return normalize_answer(line) or None
 
 
 @dataclass(frozen=True)

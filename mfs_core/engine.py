@@ -86,6 +86,7 @@ class _Scheduler:
             result = replace(
                 result,
                 flops=6.0 * result.output_tokens * self.backend.num_parameters,
+                num_parameters=self.backend.num_parameters,
                 wall_seconds=time.perf_counter() - job.started,
             )
             self.stats.decodes += 1

@@ -96,7 +96,8 @@ def width_prune(scores: Sequence[float], prune_lambda: float) -> WidthPruning:
 
     A candidate survives iff ``score >= μ + λ1·σ`` (up to :data:`SCORE_TOLERANCE`, so that
     candidates tied but for float noise survive or fall together); the best-scoring
-    candidate always survives. Equivalently, candidate i is stopped once ``D^i > c_prune``
+    candidate always survives, and so does every candidate tied with it within
+    :data:`SCORE_TOLERANCE` (``width_prune([0, 0, -1], 0.8)`` keeps both zeros). Equivalently, candidate i is stopped once ``D^i > c_prune``
     with ``c_prune = score_best - (μ + λ1·σ)``.
 
     Args:
@@ -120,8 +121,7 @@ def width_prune(scores: Sequence[float], prune_lambda: float) -> WidthPruning:
     mean = float(s.mean())
     std = float(s.std())
     threshold = mean + prune_lambda * std
-    keep = s >= threshold - SCORE_TOLERANCE
-    keep[int(np.argmax(s))] = True
+    keep = (s >= threshold - SCORE_TOLERANCE) | (s >= s.max() - SCORE_TOLERANCE)
     return WidthPruning(keep=keep, mean=mean, std=std, threshold=threshold, c_prune=float(s.max()) - threshold)
 
 

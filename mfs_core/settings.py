@@ -180,6 +180,11 @@ class MFSSettings(BaseSettings):
         default=0.8, ge=0.0, description="λ1 of the width-pruning threshold μ + λ1·σ (paper eq. 10-11; standard deviations)."
     )
     temperature: float = Field(default=0.7, gt=0.0, le=10.0, description="Sampling temperature of steps and rollouts.")
+    rollout_temperature: float | None = Field(
+        default=None, gt=0.0, le=10.0,
+        description="Sampling temperature of MFS's foresight rollouts and completions, in (0, 10] (None: 'temperature'; "
+        "the release samples them at the backend default 1.0 and its steps at its configured temperature).",
+    )
     top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
     stop_epsilon: float = Field(
         default=1e-6, ge=0.0, description="ε_stop of the convergence test max V <= ε_stop (eq. 12; nats). The release uses 1e-4."
@@ -204,6 +209,13 @@ class MFSSettings(BaseSettings):
     )
     width_pruning: bool = Field(default=True, description="Apply width pruning (off: the paper's 'w/o pruning' ablation).")
     early_stopping: bool = Field(default=True, description="Apply the convergence stop (off: the 'w/o stopping' ablation).")
+    convergence_finish: Literal["parent_beams", "converged_rollouts"] = Field(
+        default="parent_beams",
+        description="What a convergence stop returns (MFS_SPEC.md step 7-8): 'parent_beams' discards the converged "
+        "step's candidates and completes the parent beams with the rollouts they got one step earlier (the release's "
+        "active_beams = active_beams_before); 'converged_rollouts' keeps the beams selected at the converged step "
+        "(the earlier rule, for the ablation).",
+    )
 
     @model_validator(mode="after")
     def _check_across_fields(self) -> MFSSettings:

@@ -120,6 +120,10 @@ class Candidate:
         deficit: ``D_t = F_best - F_t`` over the scored candidates (eq. 9, nats).
         selected: chosen as a beam (or kept in the finished pool) for the next step.
         rollout: the text of its first foresight rollout, if any.
+        rollout_tokens: tokens of all its foresight rollouts together (tokens); None if pruned.
+        parent_quality: ``F_{t-1}`` of its parent beam (nats); None at t = 0 (the root has none).
+        parent_step_logprob: step log-prob of its parent beam's last step (nats; the
+            ``baseline="parent_step"`` baseline); None at t = 0.
     """
 
     beam_index: int
@@ -133,6 +137,9 @@ class Candidate:
     deficit: float | None = None
     selected: bool = False
     rollout: str | None = None
+    rollout_tokens: int | None = None
+    parent_quality: float | None = None
+    parent_step_logprob: float | None = None
 
 
 @dataclass
@@ -175,8 +182,11 @@ class DecodeResult:
         text: the chosen reasoning path, completed to the end marker (marker removed).
         answer: the extracted answer of ``text``'s vote group, or None.
         vote_share: share of completed paths that voted for ``answer`` (0-1).
-        stop_reason: why deliberation ended (``"converged"``, ``"all_finished"``,
-            ``"max_steps"``, ``"greedy"``, ...).
+        stop_reason: why deliberation ended. MFS: ``"converged"`` (``max V <= ε_stop`` after
+            ``min_steps``), ``"all_finished"`` (every candidate of the last step finished),
+            ``"finished_pool_full"`` (the finished pool reached M paths while candidates were
+            still open), ``"max_steps"``; CoT ``"greedy"``, self-consistency ``"sampled"``,
+            φ-Decoding ``"cluster_converged"``, ``"identical_rollouts"``, ...
         prompt_tokens: prompt tokens over all generation requests (tokens).
         output_tokens: generated tokens over all requests (tokens).
         flops: ``6 · output_tokens · num_parameters`` (Kaplan et al., as the paper).
@@ -186,6 +196,11 @@ class DecodeResult:
         completion_qualities: each completed path's quality ``F`` (nats per token).
         method: decoder name.
         wall_seconds: wall-clock time of the decode, seconds (set by the engine).
+        num_parameters: model parameters ``P`` of ``flops`` (set by the engine).
+        completion_tokens: output tokens sampled after deliberation to complete paths that
+            had no rollout (tokens; 0 when every path finished "without extra tokens").
+        search_settings: the decoder settings the trace depends on (M, N, λ1, ε_stop,
+            ``min_steps``, ...), so the trace can be checked from the result alone.
     """
 
     text: str
@@ -201,6 +216,9 @@ class DecodeResult:
     completion_qualities: list[float] = field(default_factory=list)
     method: str = "mfs"
     wall_seconds: float | None = None
+    num_parameters: int | None = None
+    completion_tokens: int = 0
+    search_settings: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field (steps and candidates included)."""

@@ -58,8 +58,9 @@ def _sc_k(text: str | None, methods: list[str]) -> int | str | None:
 
 def bench(
     dataset: Annotated[str, typer.Option(help="gsm8k | math500 | gpqa | reclor | logiqa | arc-c | demo, or a JSON file.")],
-    methods: Annotated[str, typer.Option(help="Comma-separated: cot, sc, phi, phi-release, mfs, mfs-no-stop, mfs-no-prune.")] = "cot,sc,phi,mfs",
-    limit: Annotated[Optional[int], typer.Option(help="Only the first N questions.")] = None,
+    methods: Annotated[str, typer.Option(help="Comma-separated: cot, sc, phi, phi-release, mfs, mfs-no-stop, mfs-no-prune, mfs-converged-rollouts.")] = "cot,sc,phi,mfs",
+    limit: Annotated[Optional[int], typer.Option(help="Only N questions (from --offset on).")] = None,
+    offset: Annotated[int, typer.Option(help="Skip the first N questions of the set (e.g. ones used for tuning).")] = 0,
     model: Annotated[Optional[str], typer.Option(help="Model name or local path (default: 'mfs-demo').")] = None,
     backend: Annotated[Optional[str], typer.Option(help="transformers | vllm | openai.")] = None,
     data_dir: Annotated[Optional[Path], typer.Option(help="Directory of the six sets (default: $MFS_DATA_DIR or ./data).")] = None,
@@ -98,13 +99,15 @@ def bench(
         settings = MFSSettings(**{k: v for k, v in overrides.items() if v is not None})
         chosen = parse_methods(methods, _floats(lambda_sweep))
         k = _sc_k(sc_k, [m.label for m in chosen])
-        data = load_dataset(dataset, data_dir=data_dir, limit=limit, kind=kind)
+        data = load_dataset(dataset, data_dir=data_dir, limit=limit, kind=kind, offset=offset)
     except (ValidationError, ValueError, FileNotFoundError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     out_dir = out or Path("bench-results") / data.name
     quiet_transformers()
-    typer.echo(f"{data.name}: {len(data.examples)} of {data.total} questions ({data.kind}) from {data.path}")
+    first = data.examples[0].index if data.examples else offset
+    typer.echo(f"{data.name}: {len(data.examples)} of {data.total} questions (from index {first}; {data.kind}) "
+               f"from {data.path}")
     try:
         engine = MFSEngine.from_settings(settings)
         typer.echo(f"model {settings.model} ({engine.backend.num_parameters:,} parameters), "
@@ -125,7 +128,8 @@ def bench(
     rows = summarize(records, [m.label for m in chosen])
     table = format_table(rows)
     ratio = token_ratio(rows)
-    meta = {"dataset": data.name, "kind": data.kind, "questions": len(data.examples), "model": settings.model,
+    meta = {"dataset": data.name, "kind": data.kind, "questions": len(data.examples), "offset": offset,
+            "model": settings.model,
             "num_parameters": engine.backend.num_parameters, "step_beam_size": settings.step_beam_size,
             "num_rollouts": settings.num_rollouts, "sc_k": k, "mfs_over_cot_tokens": ratio,
             "settings": settings.model_dump(mode="json")}

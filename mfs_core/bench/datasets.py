@@ -86,7 +86,7 @@ class Dataset:
         name: dataset name (or the file stem of a path).
         kind: answer format and prompt family.
         path: the file read.
-        examples: the questions, in file order (first ``limit`` of them).
+        examples: the questions, in file order (``limit`` of them from ``offset`` on).
         total: questions in the file.
     """
 
@@ -142,7 +142,12 @@ def _example(kind: str, index: int, row: dict[str, Any], path: Path) -> Example:
 
 
 def load_dataset(
-    name_or_path: str, *, data_dir: str | os.PathLike | None = None, limit: int | None = None, kind: str | None = None
+    name_or_path: str,
+    *,
+    data_dir: str | os.PathLike | None = None,
+    limit: int | None = None,
+    kind: str | None = None,
+    offset: int = 0,
 ) -> Dataset:
     """Load a benchmark set by name or path.
 
@@ -150,8 +155,10 @@ def load_dataset(
         name_or_path: a name of :data:`DATASETS` (or ``gsm``, ``math``, ``arc``), ``"demo"``
             (the demo model's held-out set), or the path of a JSON file in one of their shapes.
         data_dir: directory holding the six files (default: ``$MFS_DATA_DIR``, else ``./data``).
-        limit: keep the first ``limit`` questions (None: all).
+        limit: keep ``limit`` questions from ``offset`` on (None: all of them).
         kind: the kind of a file given by path (default: inferred by :func:`infer_kind`).
+        offset: skip the first ``offset`` questions (>= 0); the kept ones keep their file
+            index (``Example.index``), so runs on different ranges never share a key.
 
     Returns:
         The :class:`Dataset`.
@@ -159,10 +166,13 @@ def load_dataset(
     Raises:
         FileNotFoundError: the file does not exist (the message says where it was looked for).
         ValueError: an unknown name, a file that is not a JSON list, a question lacking a
-            field, ``limit`` < 1.
+            field, ``limit`` < 1, ``offset`` < 0 or not below the number of questions.
     """
     if limit is not None and limit < 1:
         msg = f"limit must be >= 1, got {limit}"
+        raise ValueError(msg)
+    if offset < 0:
+        msg = f"offset must be >= 0, got {offset}"
         raise ValueError(msg)
     key = _ALIASES.get(name_or_path.lower(), name_or_path.lower())
     if key == "demo":
@@ -187,6 +197,9 @@ def load_dataset(
         msg = f"{path} must hold a JSON list of objects, got {type(rows).__name__}"
         raise ValueError(msg)
     kind = kind or infer_kind(path, rows)
-    chosen = rows[:limit] if limit is not None else rows
-    examples = [_example(kind, i, row, path) for i, row in enumerate(chosen)]
+    if offset and offset >= len(rows):
+        msg = f"offset must be below the {len(rows)} questions of {path}, got {offset}"
+        raise ValueError(msg)
+    chosen = rows[offset : offset + limit] if limit is not None else rows[offset:]
+    examples = [_example(kind, i, row, path) for i, row in enumerate(chosen, start=offset)]
     return Dataset(name=name, kind=kind, path=path, examples=examples, total=len(rows))

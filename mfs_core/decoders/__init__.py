@@ -26,6 +26,7 @@ DECODERS: dict[str, DecoderFactory] = {
     "phi-release": decode_phi_release,
     "mfs-no-stop": with_overrides(decode_mfs, "mfs-no-stop", early_stopping=False),
     "mfs-no-prune": with_overrides(decode_mfs, "mfs-no-prune", width_pruning=False),
+    "mfs-converged-rollouts": with_overrides(decode_mfs, "mfs-converged-rollouts", convergence_finish="converged_rollouts"),
 }
 
 

@@ -12,9 +12,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
-from mfs_core.decoders.common import Decoder, TokenTally, finish_result, request_seed
+from mfs_core.decoders.common import Decoder, TokenTally, decode_rng, finish_result, request_seed
 from mfs_core.settings import MFSSettings
 from mfs_core.types import DecodeResult, GenerationRequest
 
@@ -55,7 +53,7 @@ def decode_self_consistency(prompt: str, settings: MFSSettings) -> Decoder:
 
     ``k = settings.step_beam_size`` (the M paths MFS votes over; the benchmark sets it
     with ``--sc-k``). One request, ``n = k``, sampled at ``settings.temperature`` and
-    ``settings.top_p``, seeded from ``settings.seed``; the answer is the majority of the
+    ``settings.top_p``, seeded from ``(settings.seed, prompt)``; the answer is the majority of the
     extracted answers, ties broken by the highest mean log-prob per token
     (``settings.aggregation`` applies as for MFS).
 
@@ -70,7 +68,7 @@ def decode_self_consistency(prompt: str, settings: MFSSettings) -> Decoder:
     Returns:
         The :class:`DecodeResult`, ``stop_reason="sampled"``, ``method="sc"``.
     """
-    rng = np.random.default_rng(settings.seed)
+    rng = decode_rng(settings, prompt)
     request = GenerationRequest(
         prompt=prompt, n=settings.step_beam_size, max_tokens=settings.max_answer_tokens,
         stop=(settings.end_marker,), temperature=settings.temperature, top_p=settings.top_p, seed=request_seed(rng),

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -11,10 +13,24 @@ from mfs_core.answers import extract_answer, majority_vote
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, DecodeResult, GenerationRequest, StepTrace
 
-__all__ = ["Decoder", "TokenTally", "finish_result", "request_seed"]
+__all__ = ["Decoder", "TokenTally", "decode_rng", "finish_result", "prompt_key", "request_seed"]
 
 Decoder = Generator[list[GenerationRequest], list[list[Continuation]], DecodeResult]
 """A decoder coroutine: yields request lists, is sent their continuations, returns the result."""
+
+
+def prompt_key(prompt: str) -> int:
+    """A stable 64-bit key of ``prompt``: the first 8 bytes of its SHA-256 (not Python's salted ``hash``)."""
+    return int.from_bytes(hashlib.sha256(prompt.encode("utf-8")).digest()[:8], "big")
+
+
+def decode_rng(settings: MFSSettings, prompt: str) -> np.random.Generator:
+    """The random generator of one decode, seeded from ``(settings.seed, prompt)``.
+
+    The same seed and prompt give the same stream in any run, alone or in any batch; two
+    prompts of one batch draw independent streams (numpy ``SeedSequence`` of both numbers).
+    """
+    return np.random.default_rng([settings.seed % 2**64, prompt_key(prompt)])
 
 
 def request_seed(rng: np.random.Generator) -> int:
@@ -56,12 +72,15 @@ def finish_result(
     stop_reason: str,
     steps: list[StepTrace],
     method: str,
+    completion_tokens: int = 0,
+    search_settings: dict[str, Any] | None = None,
 ) -> DecodeResult:
     """Aggregate completed paths into a :class:`DecodeResult` (MFS_SPEC.md step 9).
 
     ``majority``: the most common extracted answer, ties broken by the highest ``F``; the
     text is that answer's best path (with no answer anywhere: the best-``F`` non-blank path). ``best_quality``: the path with the highest ``F``;
     its vote share is the share of paths that agree with its answer.
+    ``completion_tokens`` and ``search_settings`` are copied into the result.
     """
     answers = [extract_answer(text) for text in completions]
     vote = majority_vote(answers, qualities)
@@ -89,4 +108,6 @@ def finish_result(
         completion_answers=answers,
         completion_qualities=[float(q) for q in qualities],
         method=method,
+        completion_tokens=completion_tokens,
+        search_settings=dict(search_settings or {}),
     )

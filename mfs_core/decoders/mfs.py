@@ -12,21 +12,41 @@ from dataclasses import dataclass
 import numpy as np
 
 from mfs_core import martingale
-from mfs_core.decoders.common import Decoder, TokenTally, finish_result, request_seed
+from mfs_core.decoders.common import Decoder, TokenTally, decode_rng, finish_result, request_seed
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Candidate, Continuation, GenerationRequest, StepTrace
 
-__all__ = ["decode_mfs"]
+__all__ = ["SEARCH_SETTINGS", "STOP_REASONS", "decode_mfs"]
+
+
+STOP_REASONS = {
+    "converged": "max V <= ε_stop after min_steps steps (eq. 12)",
+    "all_finished": "every candidate of the last step finished (the best of them fill the pool up to M)",
+    "finished_pool_full": "the finished pool reached M paths while candidates were still open",
+    "max_steps": "max_steps deliberation steps were done",
+}
+"""The ``stop_reason`` values of an MFS decode and what each means."""
+
+SEARCH_SETTINGS = (
+    "step_beam_size", "num_rollouts", "foresight_rollouts", "prune_lambda", "width_pruning", "stop_epsilon",
+    "min_steps", "max_steps", "early_stopping", "baseline", "selection", "max_finished_fraction",
+    "convergence_finish", "temperature", "rollout_temperature", "step_delimiter",
+)
+"""Settings copied into ``DecodeResult.search_settings`` (what the trace depends on)."""
 
 
 @dataclass(frozen=True)
 class _Beam:
-    """A partial path ``a_{<t}``: its text, ``F_{t-1}`` and the step log-prob that made it."""
+    """A partial path ``a_{<t}``: its text, ``F_{t-1}``, the step log-prob that made it, its rollout.
+
+    ``copies`` > 1 only for the root: the M empty paths of step 1, sampled as one request.
+    """
 
     text: str
     quality: float | None = None
     step_logprob: float | None = None
     rollout: str | None = None
+    copies: int = 1
 
 
 def _is_finished(cont: Continuation, end_marker: str) -> bool:
@@ -36,11 +56,20 @@ def _is_finished(cont: Continuation, end_marker: str) -> bool:
 def decode_mfs(prompt: str, settings: MFSSettings) -> Decoder:
     """Decode one prompt with MFS; a generator that yields requests and returns the result.
 
-    Steps (MFS_SPEC.md 1-9): sample N candidate steps per beam; prune in width by
-    ``score >= μ + λ1·σ`` (eq. 10-11); one foresight rollout per survivor gives ``F_t``
-    (eq. 3); step value ``V = F_t - F_{t-1}`` (eq. 8); draw M beams by ``softmax(V/T)``
-    (Algorithm 1); stop when ``max V <= ε_stop`` (eq. 12), all beams finish, or
-    ``max_steps``; join each beam with its rollout and take the majority vote.
+    Steps (MFS_SPEC.md 1-9): sample N candidate steps per beam; finished candidates go to
+    the finished pool (at most ⌊f·M⌋ per step while candidates are open; the best M by step
+    log-prob when all of a step's candidates finished); prune the open ones in width by
+    ``score >= μ + λ1·σ`` (eq. 10-11; ties with the best survive); one foresight rollout
+    per survivor gives ``F_t`` (eq. 3); step value ``V = F_t - F_{t-1}`` (eq. 8); stop when
+    ``max V <= ε_stop`` after ``min_steps`` (eq. 12: the step's candidates are discarded and
+    the parent beams kept, with ``convergence_finish="parent_beams"``), when every candidate
+    finished, when the pool holds M paths, or after ``max_steps``; else draw M beams by
+    ``softmax(V/T)`` (Algorithm 1). Each kept path is joined with the rollout it already
+    has (no generate call after the stop) and the answers are put to the majority vote.
+
+    The decode's random stream is seeded from ``(settings.seed, prompt)``
+    (:func:`~mfs_core.decoders.common.decode_rng`): reproducible, and independent across
+    the prompts of a batch. ``stop_reason`` is one of :data:`STOP_REASONS`.
 
     Args:
         prompt: the rendered model prompt (chat template + assistant prefix, or raw).
@@ -53,22 +82,22 @@ def decode_mfs(prompt: str, settings: MFSSettings) -> Decoder:
         The :class:`DecodeResult` (``flops`` left 0 for the engine to fill).
     """
     s = settings
-    rng = np.random.default_rng(s.seed)
+    rng = decode_rng(s, prompt)
+    rollout_temperature = s.rollout_temperature if s.rollout_temperature is not None else s.temperature
     tally = TokenTally()
     step_stop = (s.step_delimiter, s.end_marker)
-    beams = [_Beam(text="")]
+    beams = [_Beam(text="", copies=s.step_beam_size)]
     finished_pool: list[tuple[str, float]] = []  # (path text, F)
-    max_finished_per_step = max(1, int(np.floor(s.max_finished_fraction * s.step_beam_size))) if s.max_finished_fraction > 0 else 0
+    max_finished_per_step = int(np.floor(s.max_finished_fraction * s.step_beam_size + 1e-9))
     trace: list[StepTrace] = []
     stop_reason = "max_steps"
 
     for t in range(s.max_steps):
-        # 2. Sample N candidates per beam (at t = 0 the M empty beams are one request, n = M·N).
-        n_first = s.step_beam_size * s.num_rollouts if t == 0 else s.num_rollouts
+        # 2. Sample N candidates per beam (the root's M copies are one request, n = M·N).
         requests = [
             GenerationRequest(
-                prompt=prompt + beam.text, n=n_first, max_tokens=s.max_step_tokens, stop=step_stop,
-                temperature=s.temperature, top_p=s.top_p, seed=request_seed(rng),
+                prompt=prompt + beam.text, n=beam.copies * s.num_rollouts, max_tokens=s.max_step_tokens,
+                stop=step_stop, temperature=s.temperature, top_p=s.top_p, seed=request_seed(rng),
             )
             for beam in beams
         ]
@@ -76,23 +105,30 @@ def decode_mfs(prompt: str, settings: MFSSettings) -> Decoder:
         tally.add(requests, outputs)
         candidates = [
             Candidate(beam_index=b, text=c.text, step_logprob=c.mean_logprob, step_tokens=c.num_tokens,
-                      finished=_is_finished(c, s.end_marker))
+                      finished=_is_finished(c, s.end_marker), parent_quality=beams[b].quality,
+                      parent_step_logprob=beams[b].step_logprob)
             for b, conts in enumerate(outputs) for c in conts
         ]
         step = StepTrace(step=t, candidates=candidates, stop_epsilon=s.stop_epsilon)
         trace.append(step)
 
-        # Finished candidates: the release keeps the best ⌊f·M⌋ by step log-prob.
+        # 6. Finished candidates go to the pool, best step log-prob first: at most ⌊f·M⌋ per
+        # step while candidates are open; when every candidate finished, the best up to M.
         finished = sorted((c for c in candidates if c.finished), key=lambda c: -c.step_logprob)
+        open_cands = [c for c in candidates if not c.finished]
         slots = s.step_beam_size - len(finished_pool)
-        for cand in finished[: min(max_finished_per_step, slots)]:
+        pooled = finished[: min(max_finished_per_step, slots) if open_cands else slots]
+        for cand in pooled:
             cand.selected = True
             cand.foresight_quality = cand.step_logprob
             finished_pool.append((beams[cand.beam_index].text + cand.text, cand.step_logprob))
-        slots = s.step_beam_size - len(finished_pool)
-        open_cands = [c for c in candidates if not c.finished]
-        if not open_cands or slots <= 0:
+        if not open_cands:
             stop_reason = "all_finished"
+            beams = []
+            break
+        slots = s.step_beam_size - len(finished_pool)
+        if slots <= 0:
+            stop_reason = "finished_pool_full"
             beams = []
             break
 
@@ -114,30 +150,40 @@ def decode_mfs(prompt: str, settings: MFSSettings) -> Decoder:
             GenerationRequest(
                 prompt=prompt + beams[c.beam_index].text + c.text + s.step_delimiter,
                 n=s.foresight_rollouts, max_tokens=s.max_answer_tokens, stop=(s.end_marker,),
-                temperature=s.temperature, top_p=s.top_p, seed=request_seed(rng),
+                temperature=rollout_temperature, top_p=s.top_p, seed=request_seed(rng),
             )
             for c in survivors
         ]
         outputs = yield requests
         tally.add(requests, outputs)
-        rollouts = {}
         for cand, conts in zip(survivors, outputs):
             cand.foresight_quality = float(np.mean([martingale.foresight_quality(r.logprob_sum, r.num_tokens) for r in conts]))
             cand.rollout = conts[0].text
-            rollouts[id(cand)] = conts[0].text
+            cand.rollout_tokens = sum(r.num_tokens for r in conts)
 
         # 5. Step values (eq. 8); deficits (eq. 9).
         qualities = [c.foresight_quality for c in survivors]
         if t == 0:
             baselines = [float(np.mean(qualities))] * len(survivors)
         elif s.baseline == "parent_foresight":
-            baselines = [beams[c.beam_index].quality for c in survivors]
+            baselines = [c.parent_quality for c in survivors]
         else:
-            baselines = [beams[c.beam_index].step_logprob for c in survivors]
+            baselines = [c.parent_step_logprob for c in survivors]
         values = martingale.step_values(qualities, baselines)
         for cand, value, deficit in zip(survivors, values, martingale.deficits(qualities)):
             cand.step_value, cand.deficit = float(value), float(deficit)
         step.max_step_value = float(values.max())
+
+        # 7. Martingale convergence (eq. 12), checked once min_steps steps are behind us. No
+        # candidate improved on its parent: discard the step, keep the parent beams.
+        converged = s.early_stopping and t >= s.min_steps and martingale.converged(step.max_step_value, s.stop_epsilon)
+        if converged and s.convergence_finish == "parent_beams":
+            step.converged = True
+            stop_reason = "converged"
+            for cand in pooled:
+                cand.selected = False
+            del finished_pool[len(finished_pool) - len(pooled):]
+            break
 
         # 6. Select M beams (minus the finished pool) by softmax(V / T), or top-k.
         chosen = martingale.select_beams(
@@ -147,40 +193,42 @@ def decode_mfs(prompt: str, settings: MFSSettings) -> Decoder:
         for i in chosen:
             cand = survivors[i]
             cand.selected = True
-            parent = beams[cand.beam_index]
             new_beams.append(
-                _Beam(text=parent.text + cand.text + s.step_delimiter, quality=cand.foresight_quality,
-                      step_logprob=cand.step_logprob, rollout=rollouts[id(cand)])
+                _Beam(text=beams[cand.beam_index].text + cand.text + s.step_delimiter, quality=cand.foresight_quality,
+                      step_logprob=cand.step_logprob, rollout=cand.rollout)
             )
         beams = new_beams
-
-        # 7. Martingale convergence (eq. 12), checked once min_steps steps are behind us.
-        if s.early_stopping and t >= s.min_steps and martingale.converged(step.max_step_value, s.stop_epsilon):
+        if converged:  # convergence_finish="converged_rollouts": the selected candidates' rollouts
             step.converged = True
             stop_reason = "converged"
             break
 
-    # 8. Finish without extra tokens: a beam's rollout already completes it.
+    # 8. Finish without extra tokens: a beam's rollout already completes it. Only the root
+    # (a convergence stop at t = 0 with min_steps = 0) has none and is sampled to the end.
     completions = [text for text, _ in finished_pool]
     qualities = [quality for _, quality in finished_pool]
+    completion_tokens = 0
     missing = [beam for beam in beams if beam.rollout is None]
     if missing:
         requests = [
-            GenerationRequest(prompt=prompt + beam.text, n=1, max_tokens=s.max_answer_tokens, stop=(s.end_marker,),
-                              temperature=s.temperature, top_p=s.top_p, seed=request_seed(rng))
+            GenerationRequest(prompt=prompt + beam.text, n=beam.copies, max_tokens=s.max_answer_tokens,
+                              stop=(s.end_marker,), temperature=rollout_temperature, top_p=s.top_p,
+                              seed=request_seed(rng))
             for beam in missing
         ]
         outputs = yield requests
         tally.add(requests, outputs)
-        filled = {id(beam): conts[0] for beam, conts in zip(missing, outputs)}
+        filled = {id(beam): conts for beam, conts in zip(missing, outputs)}
+        completion_tokens = sum(c.num_tokens for conts in outputs for c in conts)
     for beam in beams:
         if beam.rollout is not None:
             completions.append(beam.text + beam.rollout)
             qualities.append(beam.quality)
         else:
-            cont = filled[id(beam)]
-            completions.append(beam.text + cont.text)
-            qualities.append(cont.mean_logprob)
+            for cont in filled[id(beam)]:
+                completions.append(beam.text + cont.text)
+                qualities.append(cont.mean_logprob)
     return finish_result(
-        completions, qualities, settings, tally, stop_reason=stop_reason, steps=trace, method="mfs"
+        completions, qualities, settings, tally, stop_reason=stop_reason, steps=trace, method="mfs",
+        completion_tokens=completion_tokens, search_settings={name: getattr(s, name) for name in SEARCH_SETTINGS},
     )

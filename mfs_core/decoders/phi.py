@@ -55,7 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mfs_core.answers import extract_answer
-from mfs_core.decoders.common import Decoder, TokenTally, request_seed
+from mfs_core.decoders.common import Decoder, TokenTally, decode_rng, request_seed
 from mfs_core.martingale import selection_weights
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Candidate, DecodeResult, GenerationRequest, StepTrace
@@ -188,7 +188,7 @@ def decode_phi(prompt: str, settings: MFSSettings, config: PhiConfig | None = No
         The :class:`DecodeResult` (``method="phi"``, ``flops`` left 0 for the engine).
     """
     s, c = settings, config or PhiConfig()
-    rng = np.random.default_rng(s.seed)
+    rng = decode_rng(s, prompt)
     tally = TokenTally()
     delim, end = s.step_delimiter, s.end_marker
     beams = [_PhiBeam("")] * s.step_beam_size

@@ -68,3 +68,17 @@ def test_unknown_model_path_is_a_clear_error(demo_engine):
     with pytest.raises(FileNotFoundError, match="model '/no/such/model' was not found"):
         MFSEngine.from_settings(MFSSettings(model="/no/such/model"))
     assert demo_engine.decode([QUESTIONS[0]])[0].answer == "7"
+
+
+def test_a_question_decodes_alike_alone_and_in_a_batch_and_questions_draw_their_own_streams(demo_engine):
+    # The decode's stream is seeded from (seed, prompt): question 2 alone gives what it gives
+    # in the batch, and the questions of a batch sample with different request seeds (they
+    # all drew the same seeds before, from settings.seed alone).
+    together = demo_engine.decode(QUESTIONS)
+    alone = demo_engine.decode([QUESTIONS[2]])[0]
+    assert (alone.answer, alone.text, alone.stop_reason) == (together[2].answer, together[2].text, together[2].stop_reason)
+    assert [c.text for c in alone.steps[0].candidates] == [c.text for c in together[2].steps[0].candidates]
+    from mfs_core.decoders.common import decode_rng
+
+    seeds = {int(decode_rng(demo_engine.settings, demo_engine.render(q)).integers(0, 2**31 - 1)) for q in QUESTIONS}
+    assert len(seeds) == len(QUESTIONS)

@@ -50,3 +50,27 @@ def test_majority_vote_rejects_bad_input():
         majority_vote([], [])
     with pytest.raises(ValueError, match="differ in length: 1 != 2"):
         majority_vote(["1"], [0.0, 1.0])
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The answer is: A total of 12 apples.", "12"),
+        ("answer is I think 42", "42"),
+        ("The answer is (B)", "B"),
+        ("The answer is: B.", "B"),
+        ("The answer is 18 dollars.", "18"),
+        ("The answer is: x+1", "x+1"),
+        ("The answer is \\frac{1}{2}", "\\frac{1}{2}"),
+    ],
+)
+def test_option_letters_only_stand_alone(text, expected):
+    assert extract_answer(text) == expected
+
+
+def test_option_letters_of_a_multiple_choice_task():
+    # With the task's options a leading letter is the answer; without them it is not.
+    assert extract_answer("The answer is B, because the passage says so.", options="ABCD") == "B"
+    assert extract_answer("The answer is B, because the passage says so.") == "B, because the passage says so"
+    # A letter outside the options is no option.
+    assert extract_answer("The answer is F, surely 3.", options="ABCD") == "3"

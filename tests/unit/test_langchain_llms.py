@@ -26,6 +26,9 @@ from tests.scripted import ScriptedBackend, continuation
 STEP = "3 + 4 = 7"
 FINAL = "The answer is: \\boxed{7}."
 SETTINGS = MFSSettings(step_beam_size=2, num_rollouts=2, max_steps=3)
+PATH = f"{STEP}\n{FINAL}"
+"""What the scripted model's MFS decode returns: every rollout has F = -0.2, so V = 0 at
+t = 1 converges and the parent beam ("3 + 4 = 7") is completed by its t = 0 rollout."""
 
 
 def arithmetic_script(request: GenerationRequest) -> list[Continuation]:
@@ -184,13 +187,13 @@ def test_batch_reaches_generate_as_one_call(llm: MFSLLM, monkeypatch: pytest.Mon
 def test_stop_is_honoured_per_call_and_per_instance(backend: ScriptedBackend) -> None:
     engine = MFSEngine(backend, SETTINGS)
     full = MFSLLM(engine=engine).invoke("Tom has 3 apples.")
-    assert full == f"{STEP}\n{STEP}\n{FINAL}"
+    assert full == PATH
     assert MFSLLM(engine=engine).invoke("Tom has 3 apples.", stop=["= 7"]) == "3 + 4 "
     assert MFSLLM(engine=engine, stop=["\n"]).invoke("Tom has 3 apples.") == STEP
     # Both apply: the instance's "answer" and the call's "+"; the earliest occurrence wins.
     assert MFSLLM(engine=engine, stop=["answer"]).invoke("Tom has 3 apples.", stop=["+"]) == "3 "
     assert MFSLLM(engine=engine).batch(["Tom has 3 apples.", "short"], stop=["\\boxed"]) == [
-        f"{STEP}\n{STEP}\nThe answer is: ",
+        f"{STEP}\nThe answer is: ",
         "The answer is: ",
     ]
 
@@ -200,7 +203,7 @@ def test_stream_yields_the_final_text_and_fires_on_llm_new_token(llm: MFSLLM) ->
     recorder = TokenRecorder()
     chunks = list(llm.stream("Tom has 3 apples.", config={"callbacks": [recorder]}))
     assert "".join(chunks) == llm.invoke("Tom has 3 apples.")
-    assert len(chunks) == 14  # each word of the three lines
+    assert len(chunks) == 9  # each word of the two lines
     assert recorder.tokens == chunks
 
 
@@ -261,7 +264,7 @@ def test_a_call_may_change_settings(llm: MFSLLM, backend: ScriptedBackend) -> No
 
 def test_the_chain_from_the_docs(llm: MFSLLM) -> None:
     chain = PromptTemplate.from_template("{question}") | llm | StrOutputParser()
-    assert chain.invoke({"question": "Tom has 3 apples."}) == f"{STEP}\n{STEP}\n{FINAL}"
+    assert chain.invoke({"question": "Tom has 3 apples."}) == PATH
 
 
 # --- async ------------------------------------------------------------------------------------
@@ -286,7 +289,7 @@ async def test_16_concurrent_ainvokes_are_decoded_together_and_the_loop_keeps_ti
     done.set()
     await ticker
 
-    assert texts == [f"{STEP}\n{STEP}\n{FINAL}"] * 16
+    assert texts == [PATH] * 16
     assert backend.num_calls < sequential_calls / 4
     assert max(len(call) for call in backend.calls) >= 16  # one call held a request of every decode
     # The event loop kept running while the model worked: the ticker advanced during the
@@ -297,7 +300,7 @@ async def test_16_concurrent_ainvokes_are_decoded_together_and_the_loop_keeps_ti
 
 async def test_abatch_is_one_agenerate_call(llm: MFSLLM, backend: ScriptedBackend) -> None:
     texts = await llm.abatch(["Tom has 3 apples.", "short"])
-    assert texts == [f"{STEP}\n{STEP}\n{FINAL}", FINAL]
+    assert texts == [PATH, FINAL]
     assert len(backend.calls) == 4
 
 
@@ -316,7 +319,7 @@ async def test_timeout_raises_and_the_engine_goes_on() -> None:
         timeout=10,
     )
     assert isinstance(timed_out, TimeoutError)
-    assert completed == f"{STEP}\n{STEP}\n{FINAL}"
+    assert completed == PATH
 
 
 # --- bad input ----------------------------------------------------------------------------------
@@ -338,7 +341,7 @@ async def test_a_bad_request_fails_alone_among_concurrent_calls(llm: MFSLLM) -> 
     results = await asyncio.gather(
         llm.ainvoke("Tom has 3 apples."), llm.ainvoke(""), llm.ainvoke("short"), return_exceptions=True
     )
-    assert results[0] == f"{STEP}\n{STEP}\n{FINAL}"
+    assert results[0] == PATH
     assert isinstance(results[1], ValueError)
     assert results[2] == FINAL
 

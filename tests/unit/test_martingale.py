@@ -89,3 +89,17 @@ def test_converged_at_epsilon():
     assert martingale.converged(1e-6, 1e-6)
     assert martingale.converged(-0.3, 1e-6)
     assert not martingale.converged(2e-6, 1e-6)
+
+
+def test_width_prune_keeps_every_candidate_tied_with_the_best():
+    # scores 0, 0, -1: μ = -1/3, σ = sqrt(((1/3)² + (1/3)² + (2/3)²) / 3) = sqrt(2/9) = 0.47140;
+    # λ1 = 0.8 -> threshold = -1/3 + 0.8·0.47140 = 0.04379 > 0: by the threshold alone no
+    # candidate survives; the best always does, and both zeros are the best.
+    pruning = martingale.width_prune([0.0, 0.0, -1.0], 0.8)
+    assert pruning.mean == pytest.approx(-1 / 3)
+    assert pruning.std == pytest.approx(math.sqrt(2 / 9))
+    assert pruning.threshold == pytest.approx(-1 / 3 + 0.8 * math.sqrt(2 / 9))
+    assert pruning.threshold == pytest.approx(0.043791, abs=1e-6)
+    assert pruning.keep.tolist() == [True, True, False]
+    # The order does not matter, and a tie within SCORE_TOLERANCE counts.
+    assert martingale.width_prune([-1.0, 0.0, -5e-7], 0.8).keep.tolist() == [False, True, True]

@@ -214,3 +214,119 @@ def test_without_any_answer_the_best_nonblank_path_is_returned():
     result = finish_result(["", "3 + 4 = 7", "x"], [-0.1, -0.5, -0.9], settings, TokenTally(), stop_reason="max_steps",
                            steps=[], method="mfs")
     assert (result.answer, result.vote_share, result.text) == (None, 0.0, "3 + 4 = 7")
+
+
+# --- convergence finish (MFS_SPEC.md steps 7-8) --------------------------------------------------
+WORSE_ROLLOUTS = {**ROLLOUTS, "Q:a\na2\n": ("The answer is: \\boxed{3}.", -0.3), "Q:b\nb2\n": ("The answer is: \\boxed{3}.", -0.5)}
+
+
+def test_convergence_keeps_the_parent_beams_and_their_earlier_rollouts():
+    # t = 1: V(a2) = -0.3 - (-0.2) = -0.1, V(b2) = -0.5 - (-0.4) = -0.1 <= ε_stop: converged.
+    # The step's candidates are discarded: the parents a and b are completed by their t = 0
+    # rollouts (answers 1 and 2, F -0.2 and -0.4), not by a2's and b2's (answer 3, twice).
+    backend = scripted_model(STEPS, WORSE_ROLLOUTS)
+    settings = MFSSettings(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=2)
+    result = MFSEngine(backend, settings).decode(["Q:"])[0]
+    assert result.stop_reason == "converged" and result.steps[1].converged
+    assert backend.num_calls == 4  # no generate call after the stop
+    assert result.completions == ["a\nThe answer is: \\boxed{1}.", "b\nThe answer is: \\boxed{2}."]
+    assert result.completion_qualities == pytest.approx([-0.2, -0.4])
+    assert (result.answer, result.vote_share) == ("1", 0.5)
+    assert not any(c.selected for c in result.steps[1].candidates)
+    assert result.completion_tokens == 0
+
+
+def test_the_old_convergence_finish_is_a_setting_and_a_method():
+    settings = MFSSettings(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=2)
+    old = MFSEngine(scripted_model(STEPS, WORSE_ROLLOUTS), settings.model_copy(update={"convergence_finish": "converged_rollouts"}))
+    result = old.decode(["Q:"])[0]
+    assert result.stop_reason == "converged"
+    assert result.completions == ["a\na2\nThe answer is: \\boxed{3}.", "b\nb2\nThe answer is: \\boxed{3}."]
+    assert (result.answer, result.vote_share) == ("3", 1.0)
+    ablation = MFSEngine(scripted_model(STEPS, WORSE_ROLLOUTS), settings).decode_prompts(["Q:"], method="mfs-converged-rollouts")[0]
+    assert ablation.method == "mfs-converged-rollouts"
+    assert ablation.completions == result.completions
+    assert ablation.search_settings["convergence_finish"] == "converged_rollouts"
+
+
+def test_convergence_at_the_root_completes_the_empty_paths():
+    # min_steps = 0 and ε_stop = 1: t = 0 converges; the root has no rollout, so its M = 2
+    # paths are sampled to the end (the only case with tokens after the stop).
+    backend = scripted_model(STEPS, {**ROLLOUTS, "Q:": ("The answer is: \\boxed{9}.", -0.6)})
+    settings = MFSSettings(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=2,
+                           min_steps=0, stop_epsilon=1.0)
+    result = MFSEngine(backend, settings).decode(["Q:"])[0]
+    assert result.stop_reason == "converged" and len(result.steps) == 1
+    assert [(r.prompt, r.n) for r in backend.calls[2]] == [("Q:", 2)]
+    assert result.completions == ["The answer is: \\boxed{9}."] * 2
+    assert result.completion_tokens == 2 * 4
+    assert (result.answer, result.vote_share) == ("9", 1.0)
+
+
+# --- finished pool (MFS_SPEC.md step 6) -----------------------------------------------------------
+def _pool_script(steps, rollouts):
+    def script(request):
+        if request.stop == STEP_STOP:
+            return [continuation(text, logprobs=[lp, lp], stop_reason=END if "boxed" in text else "\n")
+                    for text, lp in steps[request.prompt]]
+        text, lp = rollouts[request.prompt]
+        return [continuation(text, logprobs=[lp] * 4, stop_reason=END)] * request.n
+
+    return ScriptedBackend(script)
+
+
+def test_a_full_pool_with_open_candidates_is_not_all_finished():
+    # M = 2, f = 0.6: at most ⌊1.2⌋ = 1 finished per step while candidates are open.
+    # t = 0: boxed 5 (-0.3) to the pool; a, b, c open: μ = -0.5, σ = sqrt(0.32/3) = 0.32660,
+    #   threshold -0.5 + 0.4·0.32660 = -0.36936 -> only a survives and is the one beam.
+    # t = 1 from a: boxed 6 (-0.2) fills the pool (2 = M) while a2 is open -> finished_pool_full.
+    steps = {
+        "Q:": [("The answer is: \\boxed{5}.", -0.3), ("a", -0.1), ("b", -0.5), ("c", -0.9)],
+        "Q:a\n": [("The answer is: \\boxed{6}.", -0.2), ("a2", -0.3)],
+    }
+    backend = _pool_script(steps, {"Q:a\n": ("The answer is: \\boxed{1}.", -0.25)})
+    settings = MFSSettings(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=4)
+    result = MFSEngine(backend, settings).decode(["Q:"])[0]
+    assert result.stop_reason == "finished_pool_full"
+    assert result.completions == ["The answer is: \\boxed{5}.", "a\nThe answer is: \\boxed{6}."]
+    assert (result.answer, result.vote_share) == ("6", 0.5)  # 1-1, F -0.2 beats -0.3
+    assert backend.num_calls == 3  # step, rollout, step
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.6])
+def test_when_every_candidate_finished_the_best_m_are_kept(fraction):
+    # All M·N = 4 candidates finish at t = 0: the best M = 2 by step log-prob are kept,
+    # whatever max_finished_fraction (0 used to leave no path and crash the vote).
+    steps = {"Q:": [("The answer is: \\boxed{5}.", -0.3), ("The answer is: \\boxed{6}.", -0.1),
+                    ("The answer is: \\boxed{5}.", -0.2), ("The answer is: \\boxed{7}.", -0.4)]}
+    backend = _pool_script(steps, {})
+    settings = MFSSettings(prompt_format="raw", step_beam_size=2, num_rollouts=2, max_finished_fraction=fraction)
+    result = MFSEngine(backend, settings).decode(["Q:"])[0]
+    assert result.stop_reason == "all_finished" and backend.num_calls == 1
+    assert result.completion_qualities == pytest.approx([-0.1, -0.2])
+    assert result.completion_answers == ["6", "5"]
+    assert (result.answer, result.vote_share) == ("6", 0.5)
+    assert [c.selected for c in result.steps[0].candidates] == [False, True, True, False]
+
+
+# --- seeds and temperatures -----------------------------------------------------------------------
+def test_each_prompt_draws_its_own_stream_alone_or_in_a_batch():
+    backend = scripted_model({**STEPS, **{k.replace("Q:", "R:"): v for k, v in STEPS.items()}},
+                             {**ROLLOUTS, **{k.replace("Q:", "R:"): v for k, v in ROLLOUTS.items()}})
+    settings = MFSSettings(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=1)
+    MFSEngine(backend, settings).decode_prompts(["Q:", "R:"])
+    q_seed, r_seed = (r.seed for r in backend.calls[0])
+    assert q_seed != r_seed  # two questions of a batch no longer share a stream
+    MFSEngine(backend, settings).decode_prompts(["Q:"])
+    assert backend.calls[-2][0].seed == q_seed  # the same question alone: the same stream
+    MFSEngine(backend, settings.model_copy(update={"seed": 1})).decode_prompts(["Q:"])
+    assert backend.calls[-2][0].seed != q_seed
+
+
+def test_rollout_temperature_applies_to_rollouts_only():
+    _, backend = run(temperature=0.7, rollout_temperature=1.0)
+    steps = [r for r in backend.requests if r.stop == STEP_STOP]
+    rollouts = [r for r in backend.requests if r.stop == (END,)]
+    assert {r.temperature for r in steps} == {0.7} and {r.temperature for r in rollouts} == {1.0}
+    _, backend = run(temperature=0.7)
+    assert {r.temperature for r in backend.requests} == {0.7}
