@@ -23,7 +23,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from mfs_core.errors import closest, unknown_name_message
 
-__all__ = ["DEMO_MODEL", "ENV_PREFIX", "MFSSettings", "UnknownSettingWarning"]
+__all__ = ["DEMO_MODEL", "ENV_PREFIX", "MFSSettings", "UnknownSettingWarning", "environment_sources", "setting_sources"]
 
 DEMO_MODEL = "mfs-demo"
 ENV_PREFIX = "MFS_"
@@ -274,24 +274,51 @@ class MFSSettings(BaseSettings):
         )
 
 
-def _warn_unknown_env(env_file: Any) -> None:
-    """Warn for each ``MFS_*`` name of the environment or ``env_file`` that is no setting."""
-    names = {key.upper() for key in os.environ if key.upper().startswith(ENV_PREFIX)}
+def environment_sources(env_file: Any = ".env") -> dict[str, str]:
+    """Where each ``MFS_*`` name of the environment and of ``env_file`` comes from.
+
+    Args:
+        env_file: the ``.env`` path (or paths) pydantic-settings reads; None: none.
+
+    Returns:
+        Upper-case variable name -> ``"MFS_X"`` (the environment, which wins) or
+        ``"MFS_X in .env"``; names that are no setting included (see :func:`setting_sources`).
+    """
+    found: dict[str, str] = {}
     files = env_file if isinstance(env_file, (list, tuple)) else [env_file] if env_file else []
     for path in files:
         path = Path(path).expanduser()
         if path.is_file():
             from dotenv import dotenv_values  # pydantic-settings' own .env reader
 
-            names |= {key.upper() for key in dotenv_values(path) if key.upper().startswith(ENV_PREFIX)}
+            for key in dotenv_values(path):
+                if key.upper().startswith(ENV_PREFIX):
+                    found[key.upper()] = f"{key.upper()} in {path}"
+    for key in os.environ:
+        if key.upper().startswith(ENV_PREFIX):
+            found[key.upper()] = key.upper()
+    return found
+
+
+def setting_sources(env_file: Any = ".env") -> dict[str, str]:
+    """Settings given by ``MFS_*`` variables or ``.env``: field name -> where (``"MFS_SEED"``)."""
     fields = MFSSettings.model_fields
-    for name in sorted(names - _NOT_SETTINGS):
+    sources = environment_sources(env_file)
+    return {name[len(ENV_PREFIX):].lower(): origin for name, origin in sources.items()
+            if name[len(ENV_PREFIX):].lower() in fields}
+
+
+def _warn_unknown_env(env_file: Any) -> None:
+    """Warn for each ``MFS_*`` name of the environment or ``env_file`` that is no setting."""
+    fields = MFSSettings.model_fields
+    for name, origin in sorted(environment_sources(env_file).items()):
         field = name[len(ENV_PREFIX):].lower()
-        if field in fields:
+        if field in fields or name in _NOT_SETTINGS:
             continue
         guess = closest(field, fields)
         hint = f"; did you mean {ENV_PREFIX}{guess.upper()}?" if guess else ""
-        warnings.warn(f"{name} is not an MFS setting and is ignored{hint}", UnknownSettingWarning, stacklevel=3)
+        where = f" ({origin.split(' in ', 1)[1]})" if " in " in origin else ""
+        warnings.warn(f"{name}{where} is not an MFS setting and is ignored{hint}", UnknownSettingWarning, stacklevel=3)
 
 
 def _resolve_device(device: str) -> str:

@@ -97,7 +97,7 @@ def _import_httpx() -> Any:
     try:
         import httpx
     except ImportError as exc:
-        msg = 'the openai backend needs httpx: pip install "mfs[openai]"'
+        msg = 'the openai backend needs httpx: pip install "mfs-decoding[openai]"'
         raise ImportError(msg) from exc
     return httpx
 
@@ -326,7 +326,7 @@ class OpenAIBackend:
         nothing is downloaded. No request is sent until the first use.
 
         Raises:
-            ImportError: httpx is missing (``pip install "mfs[openai]"``).
+            ImportError: httpx is missing (``pip install "mfs-decoding[openai]"``).
             ValueError: ``settings.base_urls`` is empty.
         """
         if not settings.base_urls:

@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from mfs_core import MFSSettings
 from mfs_core.errors import format_validation_error
-from mfs_core.settings import UnknownSettingWarning
+from mfs_core.settings import UnknownSettingWarning, setting_sources
 
 
 def test_paper_defaults():
@@ -71,9 +71,11 @@ def test_a_misspelled_mfs_key_warns_naming_the_closest_setting(tmp_path, monkeyp
     messages = sorted(str(w.message) for w in record)
     assert messages == [
         "MFS_NUM_ROLOUTS is not an MFS setting and is ignored; did you mean MFS_NUM_ROLLOUTS?",
-        "MFS_STEP_BEAM is not an MFS setting and is ignored; did you mean MFS_STEP_BEAM_SIZE?",
+        "MFS_STEP_BEAM (.env) is not an MFS setting and is ignored; did you mean MFS_STEP_BEAM_SIZE?",
     ]
     assert (settings.step_beam_size, settings.num_rollouts) == (8, 8)  # ignored, not applied
+    monkeypatch.setenv("MFS_SEED", "3")
+    assert setting_sources() == {"seed": "MFS_SEED"}
 
 
 def test_api_key_is_a_secret_kept_out_of_repr_and_dumps(monkeypatch):
