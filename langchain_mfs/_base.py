@@ -15,9 +15,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from langchain_core.language_models import LangSmithParams
-from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
+from pydantic import BaseModel, ConfigDict, PrivateAttr, SecretStr, model_validator
 
-from mfs_core.adapters import engine_for, settings_from_fields
+from mfs_core.adapters import engine_for, rename_max_tokens, settings_from_fields, timeout_message
+from mfs_core.errors import unknown_name_message
 from mfs_core.decoders import get_decoder
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import MFSSettings
@@ -30,30 +31,13 @@ SETTINGS_FIELDS: tuple[str, ...] = tuple(MFSSettings.model_fields)
 
 _BACKEND_FIELDS = ("backend", "model", "device", "dtype", "batch_size")
 _DEFAULTS = {name: field.default for name, field in MFSSettings.model_fields.items()}
-_CALL_KEYS = frozenset(SETTINGS_FIELDS) | {"max_tokens", "method"}
+_CALL_KEYS = (frozenset(SETTINGS_FIELDS) - {"api_key"}) | {"max_tokens", "method"}
+"""Keywords a call may set: every setting but the secret ``api_key`` (call keywords reach
+the ``invocation_params`` that tracing records), ``max_tokens`` and ``method``."""
 _FRAMEWORK_KEYS = frozenset({"stream"})  # LangChain's own call flag, not a model setting
 
 BuildPrompts = Callable[[MFSEngine, MFSSettings], list[str]]
 """Turns the call's input into rendered model prompts with the engine's chat template."""
-
-
-def _rename_max_tokens(values: dict[str, Any]) -> dict[str, Any]:
-    """Map LangChain's standard ``max_tokens`` to ``max_answer_tokens``.
-
-    Raises:
-        ValueError: both are given with different values.
-    """
-    if "max_tokens" not in values:
-        return values
-    values = dict(values)
-    max_tokens = values.pop("max_tokens")
-    other = values.get("max_answer_tokens")
-    if other is not None and max_tokens is not None and other != max_tokens:
-        msg = f"give max_tokens or max_answer_tokens, not both (got {max_tokens} and {other})"
-        raise ValueError(msg)
-    if max_tokens is not None:
-        values["max_answer_tokens"] = max_tokens
-    return values
 
 
 class MFSParams(BaseModel):
@@ -88,8 +72,10 @@ class MFSParams(BaseModel):
     # --- vLLM and OpenAI-compatible backends (see MFSSettings for ranges) ----------------
     base_urls: list[str] = _DEFAULTS["base_urls"]
     """``backend="openai"``: base URLs of the OpenAI-compatible servers (default []); a round's requests are spread across them."""
-    api_key: str | None = _DEFAULTS["api_key"]
-    """``backend="openai"``: bearer token sent to the servers (default None: none)."""
+    api_key: SecretStr | None = _DEFAULTS["api_key"]
+    """``backend="openai"``: bearer token sent to the servers (default None: none, or
+    ``MFS_API_KEY``). A ``SecretStr``: kept out of repr, callbacks, the cache key and
+    ``save()`` (``lc_secrets`` maps it to ``MFS_API_KEY``)."""
     request_timeout: float = _DEFAULTS["request_timeout"]
     """``backend="openai"``: seconds one HTTP attempt may wait (default 600)."""
     max_retries: int = _DEFAULTS["max_retries"]
@@ -192,9 +178,15 @@ class MFSParams(BaseModel):
         Raises:
             TypeError: ``engine`` is not an :class:`MFSEngine`.
             ValueError: a backend field given differs from the injected engine's.
-            pydantic.ValidationError: an unknown field or a bad value (named).
+            TypeError: an unknown argument (one line naming it and the closest valid name).
+            pydantic.ValidationError: a bad value (named).
         """
-        data = _rename_max_tokens(data)
+        valid = set(type(self).model_fields) | {"max_tokens"}
+        valid |= {f.alias for f in type(self).model_fields.values() if f.alias}
+        unknown = [name for name in data if name not in valid]
+        if unknown:
+            raise TypeError(unknown_name_message(type(self).__name__, unknown, valid))
+        data = rename_max_tokens(data)
         if engine is not None:
             if not isinstance(engine, MFSEngine):
                 msg = f"engine must be an MFSEngine, got {type(engine).__name__}"
@@ -217,7 +209,7 @@ class MFSParams(BaseModel):
         """Fill every settings field: given values, then ``MFS_*`` variables, then defaults."""
         if not isinstance(data, dict):
             return data
-        data = _rename_max_tokens(data)
+        data = rename_max_tokens(data)
         settings = settings_from_fields({name: data[name] for name in SETTINGS_FIELDS if name in data})
         return {**data, **settings.model_dump()}
 
@@ -244,19 +236,26 @@ class MFSParams(BaseModel):
         return engine_for(self.settings, self._engine)
 
     @property
-    def _identifying_params(self) -> dict[str, Any]:
-        """Every setting, the decoder and the instance's stop sequences (LangChain's cache key).
+    def lc_secrets(self) -> dict[str, str]:
+        """LangChain's map of secret fields to the environment variables that hold them."""
+        return {"api_key": "MFS_API_KEY"}
 
-        The instance's ``stop`` is keyed ``instance_stop``: LangChain writes the call's own
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        """Every setting but ``api_key``, the decoder and the instance's stop sequences.
+
+        LangChain's cache key, the ``invocation_params`` of ``on_llm_start`` (what tracing
+        services record) and what ``save()`` writes. ``api_key`` never enters them. The
+        instance's ``stop`` is keyed ``instance_stop``: LangChain writes the call's own
         ``stop`` under ``stop`` in the same dict, and both cut the text.
         """
-        return {**self.settings.model_dump(), "method": self.method, "instance_stop": self.stop}
+        return {**self.settings.model_dump(exclude={"api_key"}), "method": self.method, "instance_stop": self.stop}
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
         """LangSmith's standard parameters; ``ls_max_tokens`` is ``max_answer_tokens``."""
         params = super()._get_ls_params(stop=stop, **kwargs)  # type: ignore[misc]
         params["ls_provider"] = "mfs"
-        kwargs = _rename_max_tokens(kwargs)
+        kwargs = rename_max_tokens(kwargs)
         params["ls_max_tokens"] = kwargs.get("max_answer_tokens") or self.max_answer_tokens
         stops = self._stops(stop)
         if stops:
@@ -307,7 +306,24 @@ class MFSParams(BaseModel):
             raise TypeError(msg)
         method = kwargs.pop("method", self.method)
         get_decoder(method)
-        return settings_from_fields(_rename_max_tokens(kwargs), base=self.settings), method
+        return settings_from_fields(rename_max_tokens(kwargs), base=self.settings), method
+
+    def _with_call_settings(self, kwargs: dict[str, Any]) -> tuple[MFSParams, dict[str, Any]]:
+        """This instance with the call's setting keywords applied, and the other keywords.
+
+        Used before LangChain builds its cache key, so that a cached answer is only reused
+        for a call with the same settings. ``self`` when the call sets none.
+
+        Raises:
+            ValueError / pydantic.ValidationError: a bad value or an unknown decoder.
+        """
+        setting_keys = [key for key in kwargs if key in _CALL_KEYS]
+        if not setting_keys:
+            return self, kwargs
+        settings, method = self._call_settings({key: kwargs[key] for key in setting_keys})
+        update = {name: getattr(settings, name) for name in SETTINGS_FIELDS}
+        rest = {key: value for key, value in kwargs.items() if key not in setting_keys}
+        return self.model_copy(update={**update, "method": method}), rest
 
     def _decode(self, build: BuildPrompts, kwargs: dict[str, Any]) -> tuple[list[DecodeResult], str]:
         """Render the call's prompts, decode them together, wait; results and the model name.
@@ -349,4 +365,4 @@ class MFSParams(BaseModel):
         return list(results), engine.backend.model_name
 
     def _timeout_message(self, count: int) -> str:
-        return f"{count} MFS decode(s) did not finish within timeout={self.timeout} s (they still run in the engine)"
+        return timeout_message(count, self.timeout)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun, Callbacks
 from langchain_core.language_models import BaseLLM
 from langchain_core.outputs import Generation, GenerationChunk, LLMResult
 from pydantic import ConfigDict
@@ -65,6 +65,39 @@ class MFSLLM(MFSParams, BaseLLM):
         return "mfs"
 
     # --- LangChain hooks ---------------------------------------------------------------
+    def generate(
+        self,
+        prompts: list[str],
+        stop: list[str] | None = None,
+        callbacks: Callbacks | list[Callbacks] | None = None,
+        **kwargs: Any,
+    ) -> LLMResult:
+        """``BaseLLM.generate`` with the call's settings in the cache key.
+
+        ``BaseLLM`` keys its cache (``set_llm_cache``) by the instance's parameters only, so
+        a call with other settings (``seed=1``, ``temperature``, M, N, ``.bind(...)``) would
+        get the answer cached for the defaults. The call runs on a copy of this instance
+        with its settings applied instead, so the key, the callbacks' ``invocation_params``
+        and the decode all carry them. Arguments as ``BaseLLM.generate``.
+        """
+        llm, kwargs = self._with_call_settings(kwargs)
+        if llm is not self:
+            return llm.generate(prompts, stop, callbacks, **kwargs)
+        return super().generate(prompts, stop, callbacks, **kwargs)
+
+    async def agenerate(
+        self,
+        prompts: list[str],
+        stop: list[str] | None = None,
+        callbacks: Callbacks | list[Callbacks] | None = None,
+        **kwargs: Any,
+    ) -> LLMResult:
+        """Async :meth:`generate` (the call's settings enter the cache key)."""
+        llm, kwargs = self._with_call_settings(kwargs)
+        if llm is not self:
+            return await llm.agenerate(prompts, stop, callbacks, **kwargs)
+        return await super().agenerate(prompts, stop, callbacks, **kwargs)
+
     def _generate(
         self,
         prompts: list[str],

@@ -24,6 +24,7 @@ the cumulative ``text`` and its ``delta``.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
@@ -41,7 +42,7 @@ from llama_index.core.base.llms.types import (
     MessageRole,
     TextBlock,
 )
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, SecretStr
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from llama_index.core.llms.custom import CustomLLM
 
@@ -49,12 +50,15 @@ from mfs_core.adapters import (
     apply_stop,
     chat_message,
     engine_for,
+    rename_max_tokens,
     result_metadata,
     settings_from_fields,
     stream_chunks,
+    timeout_message,
     token_usage,
 )
 from mfs_core.decoders import get_decoder
+from mfs_core.errors import unknown_name_message
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import MFSSettings
 from mfs_core.types import DecodeResult
@@ -67,7 +71,8 @@ _Render = Callable[[MFSEngine, MFSSettings], str]
 """Turns the call's engine and settings into the rendered model prompt."""
 
 _SETTING_NAMES = tuple(MFSSettings.model_fields)
-_PER_CALL_KEYS = frozenset(_SETTING_NAMES) | {"stop"}
+_PER_CALL_KEYS = (frozenset(_SETTING_NAMES) - {"api_key"}) | {"stop", "max_tokens"}
+"""Keywords a call may set: every setting but the secret ``api_key``, ``max_tokens`` and ``stop``."""
 
 
 def _setting(name: str) -> Any:
@@ -125,6 +130,12 @@ class MFSLLM(CustomLLM):
         "one with MFSEngine.from_settings, sharing the loaded model of equal backend settings.",
     )
     method: str = Field(default="mfs", description="Registered decoder that answers (mfs_core.decoders.DECODERS).")
+    timeout: Optional[float] = Field(
+        default=None,
+        gt=0,
+        description="Most seconds a call waits for its decode (None: no limit); on timeout the call raises "
+        "TimeoutError and the engine still finishes the decode. As langchain_mfs's timeout.",
+    )
 
     # --- mirrored MFSSettings fields (None: not set here) ------------------------------
     model: Optional[str] = _setting("model")
@@ -134,7 +145,12 @@ class MFSLLM(CustomLLM):
     seed: Optional[int] = _setting("seed")
     batch_size: Optional[int] = _setting("batch_size")
     base_urls: Optional[list[str]] = _setting("base_urls")
-    api_key: Optional[str] = _setting("api_key")
+    api_key: Optional[SecretStr] = Field(
+        default=None,
+        exclude=True,
+        description=f"{MFSSettings.model_fields['api_key'].description} None: the injected engine's value, else "
+        "MFS_API_KEY. Excluded from to_dict/to_json (and so from the callbacks' and events' copies).",
+    )
     request_timeout: Optional[float] = _setting("request_timeout")
     max_retries: Optional[int] = _setting("max_retries")
     tokenizer: Optional[str] = _setting("tokenizer")
@@ -172,6 +188,24 @@ class MFSLLM(CustomLLM):
 
     _base: MFSSettings = PrivateAttr()
     _has_chat_template: bool = PrivateAttr(default=False)
+
+    def __init__(self, **data: Any) -> None:
+        """Build from keyword fields (see the class attributes).
+
+        ``max_tokens``, the frameworks' standard name, sets ``max_answer_tokens`` (as in
+        ``langchain_mfs``).
+
+        Raises:
+            TypeError: an unknown argument (one line naming it and the closest valid name).
+            ValueError: ``max_tokens`` and ``max_answer_tokens`` both given and different.
+            pydantic.ValidationError: a value out of range.
+        """
+        fields = type(self).model_fields
+        valid = set(fields) | {"max_tokens"} | {field.alias for field in fields.values() if field.alias}
+        unknown = [name for name in data if name not in valid]
+        if unknown:
+            raise TypeError(unknown_name_message(type(self).__name__, unknown, valid))
+        super().__init__(**rename_max_tokens(data))
 
     def model_post_init(self, context: Any, /) -> None:
         """Resolve the settings and pick the engine; loads the model unless already loaded."""
@@ -220,13 +254,31 @@ class MFSLLM(CustomLLM):
             raise TypeError(msg)
         stop = kwargs.get("stop")
         apply_stop("", stop)  # a bad stop (a bare string, a non-string) fails before the decode
-        overrides = {name: value for name, value in kwargs.items() if name != "stop"}
+        overrides = rename_max_tokens({name: value for name, value in kwargs.items() if name != "stop"})
         settings = settings_from_fields({**self._field_values(), **overrides}, base=self._base)
         engine = engine_for(settings, self.engine)
         rendered = render(engine, settings)
         logger.debug("decoding with %s: M=%d N=%d seed=%d", self.method, settings.step_beam_size,
                      settings.num_rollouts, settings.seed)
         return engine.submit_prompts([rendered], settings=settings, method=self.method)[0], stop
+
+    def _wait(self, future: Future) -> DecodeResult:
+        """The decode's result, waiting at most ``timeout`` seconds.
+
+        Raises:
+            TimeoutError: not done within ``timeout`` seconds (the engine still finishes it).
+        """
+        try:
+            return future.result(timeout=self.timeout)
+        except concurrent.futures.TimeoutError as exc:
+            raise TimeoutError(timeout_message(1, self.timeout)) from exc
+
+    async def _await(self, future: Future) -> DecodeResult:
+        """Async :meth:`_wait`: never blocks the event loop; a timeout does not cancel the decode."""
+        try:
+            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), self.timeout)
+        except asyncio.TimeoutError as exc:
+            raise TimeoutError(timeout_message(1, self.timeout)) from exc
 
     async def _asubmit(self, render: _Render, kwargs: dict[str, Any]) -> tuple[Future, list[str] | None]:
         """:meth:`_submit` in a worker thread: settings, rendering (and a model load) off the loop."""
@@ -319,7 +371,7 @@ class MFSLLM(CustomLLM):
             ValueError: an empty prompt; a prompt over the context window.
         """
         future, stop = self._submit(self._completion_prompt(prompt, formatted), kwargs)
-        return self._completion(future.result(), stop)
+        return self._completion(self._wait(future), stop)
 
     @llm_completion_callback()
     def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
@@ -331,7 +383,7 @@ class MFSLLM(CustomLLM):
         future, stop = self._submit(self._completion_prompt(prompt, formatted), kwargs)
 
         def gen() -> CompletionResponseGen:
-            yield from self._completion_chunks(future.result(), stop)
+            yield from self._completion_chunks(self._wait(future), stop)
 
         return gen()
 
@@ -339,7 +391,7 @@ class MFSLLM(CustomLLM):
     async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
         """Async :meth:`complete`: settings, rendering and decoding never block the event loop."""
         future, stop = await self._asubmit(self._completion_prompt(prompt, formatted), kwargs)
-        return self._completion(await asyncio.wrap_future(future), stop)
+        return self._completion(await self._await(future), stop)
 
     @llm_completion_callback()
     async def astream_complete(
@@ -349,7 +401,7 @@ class MFSLLM(CustomLLM):
         future, stop = await self._asubmit(self._completion_prompt(prompt, formatted), kwargs)
 
         async def gen() -> CompletionResponseAsyncGen:
-            result = await asyncio.wrap_future(future)
+            result = await self._await(future)
             for chunk in self._completion_chunks(result, stop):
                 yield chunk
 
@@ -374,7 +426,7 @@ class MFSLLM(CustomLLM):
             ValueError: a non-text content block, an unknown role, or no text at all.
         """
         future, stop = self._submit(self._chat_prompt(messages), kwargs)
-        return self._as_chat(self._completion(future.result(), stop))
+        return self._as_chat(self._completion(self._wait(future), stop))
 
     @llm_chat_callback()
     def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
@@ -382,7 +434,7 @@ class MFSLLM(CustomLLM):
         future, stop = self._submit(self._chat_prompt(messages), kwargs)
 
         def gen() -> ChatResponseGen:
-            for chunk in self._completion_chunks(future.result(), stop):
+            for chunk in self._completion_chunks(self._wait(future), stop):
                 yield self._as_chat(chunk)
 
         return gen()
@@ -391,7 +443,7 @@ class MFSLLM(CustomLLM):
     async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
         """Async :meth:`chat`: settings, rendering and decoding never block the event loop."""
         future, stop = await self._asubmit(self._chat_prompt(messages), kwargs)
-        return self._as_chat(self._completion(await asyncio.wrap_future(future), stop))
+        return self._as_chat(self._completion(await self._await(future), stop))
 
     @llm_chat_callback()
     async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseAsyncGen:
@@ -399,7 +451,7 @@ class MFSLLM(CustomLLM):
         future, stop = await self._asubmit(self._chat_prompt(messages), kwargs)
 
         async def gen() -> ChatResponseAsyncGen:
-            result = await asyncio.wrap_future(future)
+            result = await self._await(future)
             for chunk in self._completion_chunks(result, stop):
                 yield self._as_chat(chunk)
 

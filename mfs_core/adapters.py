@@ -20,9 +20,11 @@ __all__ = [
     "apply_stop",
     "chat_message",
     "engine_for",
+    "rename_max_tokens",
     "result_metadata",
     "settings_from_fields",
     "stream_chunks",
+    "timeout_message",
     "token_usage",
     "trace_summary",
 ]
@@ -69,6 +71,30 @@ def settings_from_fields(values: Mapping[str, Any], *, base: MFSSettings | None 
     if not given:
         return base
     return MFSSettings(**{**base.model_dump(), **given})
+
+
+def rename_max_tokens(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Map the frameworks' standard ``max_tokens`` to ``max_answer_tokens`` (tokens).
+
+    Raises:
+        ValueError: both are given with different values.
+    """
+    values = dict(values)
+    if "max_tokens" not in values:
+        return values
+    max_tokens = values.pop("max_tokens")
+    other = values.get("max_answer_tokens")
+    if other is not None and max_tokens is not None and other != max_tokens:
+        msg = f"give max_tokens or max_answer_tokens, not both (got {max_tokens} and {other})"
+        raise ValueError(msg)
+    if max_tokens is not None:
+        values["max_answer_tokens"] = max_tokens
+    return values
+
+
+def timeout_message(count: int, timeout: float | None) -> str:
+    """The ``TimeoutError`` message of a call whose ``count`` decodes outlived ``timeout`` seconds."""
+    return f"{count} MFS decode(s) did not finish within timeout={timeout} s (they still run in the engine)"
 
 
 def engine_for(settings: MFSSettings, engine: MFSEngine | None = None) -> MFSEngine:

@@ -1,125 +1,240 @@
 """The ``mfs`` command: ``mfs ask QUESTION`` answers with MFS and shows how the search went.
 
-CPU-sized defaults of ``mfs ask`` (the settings' own defaults are the paper's M = N = 8):
-``--step-beam-size 4 --num-rollouts 4``. With M = N = 4 a step samples 16 candidates
-instead of 64, which keeps a question on the demo model at about a second on 2 CPU cores
-and a 1B model on a CPU within minutes; pass ``--step-beam-size 8 --num-rollouts 8`` for
-the paper's setting. Every other default comes from :class:`MFSSettings` (so ``MFS_*``
-environment variables apply).
+Where a setting of ``mfs ask`` comes from, first match wins: its flag; an ``MFS_*``
+environment variable or ``.env`` entry (``MFS_STEP_BEAM_SIZE=8``); the command's CPU-sized
+defaults ``--step-beam-size 4 --num-rollouts 4``; the :class:`MFSSettings` defaults (the
+paper's M = N = 8). With M = N = 4 a step samples 16 candidates instead of 64, which keeps
+a question on the demo model at about a second on 2 CPU cores.
+
+Cheap checks (an empty question, a ``--model`` path that does not exist, a bad setting)
+run before the model loads; every error is one line naming the field, the value and the
+allowed range. ``-v`` logs what the command does to stderr.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Annotated, Optional
+import warnings
+from pathlib import Path
+from typing import Annotated, Any, Optional
 
 import typer
 
+from mfs_core import __version__
 from mfs_core.bench.cli import CPU_NUM_ROLLOUTS, CPU_STEP_BEAM_SIZE, bench
 from mfs_core.backends._hf import quiet_transformers
-from mfs_core.settings import MFSSettings
-from mfs_core.types import DecodeResult
+from mfs_core.errors import format_validation_error
+from mfs_core.settings import DEMO_MODEL, MFSSettings, UnknownSettingWarning, setting_sources
+from mfs_core.trace import format_reasoning, format_trace, format_vote
 
-__all__ = ["app", "format_trace"]
+__all__ = ["CPU_DEFAULTS", "DISTRIBUTION", "app", "check_question", "format_trace", "resolve_settings"]
+
+logger = logging.getLogger("mfs_core.cli")
+
+DISTRIBUTION = "mfs-decoding"
+"""The package's name on the package index (``pip install mfs-decoding``)."""
+
+CPU_DEFAULTS: dict[str, Any] = {"step_beam_size": CPU_STEP_BEAM_SIZE, "num_rollouts": CPU_NUM_ROLLOUTS}
+"""Defaults of ``mfs ask`` where no flag and no ``MFS_*`` variable sets the field."""
+
+PRECEDENCE = (
+    "Each setting comes from its flag, else its MFS_* environment variable or .env entry "
+    f"(e.g. MFS_STEP_BEAM_SIZE), else this command's CPU defaults (M = {CPU_STEP_BEAM_SIZE}, "
+    f"N = {CPU_NUM_ROLLOUTS}), else the MFSSettings defaults (the paper's)."
+)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Martingale Foresight Sampling.")
 
 
+class CLIError(Exception):
+    """A one-line error ``mfs`` prints (``error: ...``) before exiting with status 2."""
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"{DISTRIBUTION} {__version__}")
+        raise typer.Exit()
+
 
 @app.callback()
-def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log engine activity.")] = False) -> None:
+def _main(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log what the command does to stderr.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
     """Martingale Foresight Sampling (EACL 2026) on a local model."""
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        force=True,
+    )
 
 
-def format_trace(result: DecodeResult, stop_epsilon: float) -> str:
-    """A readable trace: per step the candidates, pruning and ``max V`` against ``ε_stop``.
+def _default(field: str) -> str:
+    """The ``[default: ...]`` text of a flag: its variable, then the CPU or settings default."""
+    fallback = CPU_DEFAULTS.get(field, MFSSettings.model_fields[field].default)
+    return f"MFS_{field.upper()}, else {fallback!r}" if isinstance(fallback, str) else f"MFS_{field.upper()}, else {fallback}"
+
+
+def resolve_settings(flags: dict[str, Any]) -> tuple[MFSSettings, dict[str, str]]:
+    """The settings of ``mfs ask``: flag > ``MFS_*`` (environment, ``.env``) > CPU defaults > defaults.
 
     Args:
-        result: a decode result.
-        stop_epsilon: ``ε_stop`` (nats) to print beside each step's ``max V``.
+        flags: field name -> flag value; None means the flag was not given.
 
     Returns:
-        Multi-line text, one block per step, then the totals.
+        The settings and, per field not left at a default, where its value came from
+        (``"--seed"``, ``"MFS_SEED"``, ``"CPU default"``).
+
+    Raises:
+        CLIError: a value out of range (one line: field, value, source and allowed range).
     """
-    lines = []
-    for step in result.steps:
-        finished = sum(c.finished for c in step.candidates)
-        scored = [c for c in step.candidates if c.step_value is not None]
-        head = (
-            f"step {step.step}: {len(step.candidates)} candidates sampled, {finished} finished, "
-            f"{step.num_pruned} pruned, {len(scored)} rolled out"
+    environment = setting_sources()
+    given = {name: value for name, value in flags.items() if value is not None}
+    cpu = {name: value for name, value in CPU_DEFAULTS.items() if name not in environment and name not in given}
+    sources = {name: "CPU default" for name in cpu}
+    sources.update({name: origin for name, origin in environment.items() if name not in given})
+    sources.update({name: "--" + ("base-url" if name == "base_urls" else name.replace("_", "-")) for name in given})
+    from pydantic import ValidationError
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UnknownSettingWarning)
+        try:
+            settings = MFSSettings(**cpu, **given)
+        except ValidationError as exc:
+            raise CLIError(f"invalid setting: {format_validation_error(exc, MFSSettings, sources=sources)}") from exc
+        finally:
+            for warning in caught:  # a misspelled MFS_* name: one line, not Python's warning format
+                typer.echo(f"warning: {warning.message}", err=True)
+    return settings, sources
+
+
+def check_question(question: str) -> None:
+    """Refuse an empty question before any model is loaded.
+
+    Raises:
+        CLIError: the question is empty or whitespace only.
+    """
+    if not question.strip():
+        raise CLIError(f"QUESTION must not be empty or whitespace only, got {question!r}")
+
+
+def check_model(settings: MFSSettings) -> None:
+    """Refuse a ``--model`` that names a local path that does not exist, before loading.
+
+    A value that starts with ``/``, ``./``, ``../`` or ``~``, or has more than one ``/``, is
+    a path (a Hugging Face name is ``org/name``). Only the backends that load the model
+    here (transformers, vllm) are checked; ``openai`` sends the name to the server.
+
+    Raises:
+        CLIError: such a path is not a directory.
+    """
+    model = settings.model
+    if settings.backend == "openai" or model == DEMO_MODEL:
+        return
+    is_path = model.startswith(("/", "./", "../", "~")) or model.count("/") > 1
+    if is_path and not Path(model).expanduser().is_dir():
+        raise CLIError(
+            f"model {model!r} was not found: no such directory (give a directory with a Hugging Face checkpoint, "
+            f"a model name in the local Hugging Face cache, or {DEMO_MODEL!r})"
         )
-        if step.max_step_value is not None:
-            verdict = "<=" if step.max_step_value <= stop_epsilon else ">"
-            head += f"; max V = {step.max_step_value:+.4f} {verdict} ε_stop = {stop_epsilon:g}"
-        if step.prune_threshold is not None:
-            head += f"; μ = {step.mean_score:.3f}, σ = {step.std_score:.3f}, threshold = {step.prune_threshold:.3f}"
-        lines.append(head)
-        for cand in sorted(step.candidates, key=lambda c: (not c.selected, -(c.step_value or -1e9))):
-            if not (cand.selected or cand.step_value is not None):
-                continue
-            mark = "*" if cand.selected else " "
-            value = f"V = {cand.step_value:+.4f}" if cand.step_value is not None else "finished"
-            lines.append(f"   {mark} {cand.text!r:<40.40} logp/tok = {cand.step_logprob:.3f}  {value}")
-    lines.append(f"stop reason: {result.stop_reason}")
-    lines.append(
-        f"tokens: {result.prompt_tokens} prompt, {result.output_tokens} output; "
-        f"FLOPs ≈ {result.flops:.3e} (6·n·P); wall time {result.wall_seconds or 0:.2f} s"
-    )
-    return "\n".join(lines)
 
 
-@app.command()
+def _log_settings(settings: MFSSettings, sources: dict[str, str]) -> None:
+    for name, origin in sorted(sources.items()):
+        value = "**********" if name == "api_key" else getattr(settings, name)
+        logger.info("setting %s = %r (from %s)", name, value, origin)
+
+
+@app.command(help=f"Answer QUESTION with MFS and print the answer, the vote and the search trace. {PRECEDENCE}")
 def ask(
-    question: Annotated[str, typer.Argument(help="The question to answer.")],
-    model: Annotated[Optional[str], typer.Option(help="Model name or local path (default: the settings', 'mfs-demo').")] = None,
-    step_beam_size: Annotated[int, typer.Option(help="M, beams kept per step.")] = CPU_STEP_BEAM_SIZE,
-    num_rollouts: Annotated[int, typer.Option(help="N, candidates sampled per beam.")] = CPU_NUM_ROLLOUTS,
-    prune_lambda: Annotated[Optional[float], typer.Option(help="λ1 of the width-pruning threshold.")] = None,
-    stop_epsilon: Annotated[Optional[float], typer.Option(help="ε_stop of the convergence test (nats).")] = None,
-    seed: Annotated[Optional[int], typer.Option(help="Seed of the decode.")] = None,
-    backend: Annotated[Optional[str], typer.Option(help="transformers | vllm | openai.")] = None,
+    question: Annotated[str, typer.Argument(metavar="QUESTION", help="The question to answer.", show_default=False)],
+    model: Annotated[
+        Optional[str],
+        typer.Option(help="Hugging Face model name or local checkpoint directory.", show_default=_default("model")),
+    ] = None,
+    step_beam_size: Annotated[
+        Optional[int], typer.Option(help="M, beams kept per step.", show_default=_default("step_beam_size"))
+    ] = None,
+    num_rollouts: Annotated[
+        Optional[int], typer.Option(help="N, candidates sampled per beam.", show_default=_default("num_rollouts"))
+    ] = None,
+    prune_lambda: Annotated[
+        Optional[float],
+        typer.Option(help="λ1 of the width-pruning threshold μ + λ1·σ.", show_default=_default("prune_lambda")),
+    ] = None,
+    stop_epsilon: Annotated[
+        Optional[float],
+        typer.Option(help="ε_stop: stop when max V <= ε_stop (nats).", show_default=_default("stop_epsilon")),
+    ] = None,
+    temperature: Annotated[
+        Optional[float], typer.Option(help="Sampling temperature, in (0, 10].", show_default=_default("temperature"))
+    ] = None,
+    max_steps: Annotated[
+        Optional[int], typer.Option(help="Most search steps, in [1, 256].", show_default=_default("max_steps"))
+    ] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Seed of the decode.", show_default=_default("seed"))] = None,
+    backend: Annotated[
+        Optional[str], typer.Option(help="transformers | vllm | openai.", show_default=_default("backend"))
+    ] = None,
     base_url: Annotated[
-        Optional[list[str]], typer.Option(help="Server URL of --backend openai (http://host:8000/v1); repeat per replica.")
+        Optional[list[str]],
+        typer.Option(
+            help="Server URL of --backend openai (http://host:8000/v1); repeat per replica.",
+            show_default="MFS_BASE_URLS, else none",
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole DecodeResult as JSON.")] = False,
 ) -> None:
-    """Answer QUESTION with MFS and print the answer, its vote share and the search trace."""
-    overrides = {
-        "model": model, "prune_lambda": prune_lambda, "stop_epsilon": stop_epsilon, "seed": seed, "backend": backend,
-        "step_beam_size": step_beam_size, "num_rollouts": num_rollouts, "base_urls": base_url or None,
+    flags = {
+        "model": model, "step_beam_size": step_beam_size, "num_rollouts": num_rollouts, "prune_lambda": prune_lambda,
+        "stop_epsilon": stop_epsilon, "temperature": temperature, "max_steps": max_steps, "seed": seed,
+        "backend": backend, "base_urls": base_url or None,
     }
-    from pydantic import ValidationError
-
+    try:
+        check_question(question)
+        settings, sources = resolve_settings(flags)
+        check_model(settings)
+    except CLIError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    _log_settings(settings, sources)
     from mfs_core.engine import MFSEngine
 
-    try:
-        settings = MFSSettings(**{k: v for k, v in overrides.items() if v is not None})
-    except ValidationError as exc:
-        typer.echo(f"error: invalid setting: {exc}", err=True)
-        raise typer.Exit(2) from exc
     quiet_transformers()
     start = time.perf_counter()
     try:
+        logger.info("loading %r with the %s backend", settings.model, settings.backend)
         engine = MFSEngine.from_settings(settings)
+        logger.info("model ready in %.2f s; decoding", time.perf_counter() - start)
         result = engine.decode([question])[0]
     except (ValueError, TypeError, OSError, ImportError, RuntimeError) as exc:  # backend errors subclass RuntimeError
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     wall = time.perf_counter() - start
+    logger.info("decoded in %.2f s: %d steps, stop reason %s", result.wall_seconds or 0.0, len(result.steps), result.stop_reason)
     if as_json:
         typer.echo(result.to_json(indent=2))
         return
-    typer.echo(f"question: {question}")
-    typer.echo(f"answer: {result.answer}  (vote share {result.vote_share:.0%} of {len(result.completions)} paths)")
-    typer.echo("reasoning:")
-    for line in result.text.splitlines():
-        typer.echo(f"   {line}")
-    typer.echo(f"search (M = {settings.step_beam_size}, N = {settings.num_rollouts}, λ1 = {settings.prune_lambda}):")
-    typer.echo(format_trace(result, settings.stop_epsilon))
+    typer.echo(print_result(question, result, settings))
     typer.echo(f"total wall time including model load: {wall:.2f} s")
+
+
+def print_result(question: str, result: Any, settings: MFSSettings) -> str:
+    """What ``mfs ask`` prints for a decode: answer, vote, reasoning (rollout lines marked ``↳``), trace."""
+    paths = len(result.completions)
+    lines = [
+        f"question: {question}",
+        f"answer: {result.answer}  (vote share {result.vote_share:.0%} of {paths} completed path{'s' if paths != 1 else ''})",
+        format_vote(result),
+        "reasoning (↳ = completed by a foresight rollout):",
+        format_reasoning(result, settings),
+        f"search (M = {settings.step_beam_size}, N = {settings.num_rollouts}, λ1 = {settings.prune_lambda}, "
+        f"ε_stop = {settings.stop_epsilon:g}, min_steps = {settings.min_steps}, max_steps = {settings.max_steps}):",
+        format_trace(result, settings),
+    ]
+    return "\n".join(lines)
 
 
 app.command("bench")(bench)

@@ -2,22 +2,37 @@
 
 Values come from keyword arguments, then ``MFS_*`` environment variables, then a ``.env``
 file, then the defaults below, which are the paper's (MFS, EACL 2026, Appendix B) unless a
-field says otherwise. Constructing settings does no I/O beyond reading the environment.
-A bad value raises ``pydantic.ValidationError`` naming the field and the value.
+field says otherwise. Constructing settings does no I/O beyond reading the environment and
+the ``.env`` file. Only ``MFS_*`` names are read: other variables (``OPENAI_API_KEY=...``
+in a LangChain project's ``.env``) are ignored, and an ``MFS_*`` name that is no setting
+warns, naming the closest one. A bad value raises ``pydantic.ValidationError`` naming the
+field and the value (:func:`mfs_core.errors.format_validation_error` prints it on one line).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import warnings
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-__all__ = ["DEMO_MODEL", "MFSSettings"]
+from mfs_core.errors import closest, unknown_name_message
+
+__all__ = ["DEMO_MODEL", "ENV_PREFIX", "MFSSettings", "UnknownSettingWarning", "environment_sources", "setting_sources"]
 
 DEMO_MODEL = "mfs-demo"
+ENV_PREFIX = "MFS_"
+_NOT_SETTINGS = frozenset({"MFS_DATA_DIR"})
+"""``MFS_*`` environment variables that are no setting but are read elsewhere (the tests' data)."""
+
+
+class UnknownSettingWarning(UserWarning):
+    """An ``MFS_*`` environment variable or ``.env`` entry names no setting (it is ignored)."""
 
 _VLLM_MANAGED_KWARGS = frozenset(
     {"model", "tokenizer", "tensor_parallel_size", "dtype", "gpu_memory_utilization", "max_model_len",
@@ -32,13 +47,32 @@ class MFSSettings(BaseSettings):
     Example:
         ``MFSSettings(step_beam_size=4)`` or ``MFS_STEP_BEAM_SIZE=4`` in the environment.
 
+    Only ``MFS_*`` environment variables and ``.env`` entries are read; others are ignored,
+    and an ``MFS_*`` one that names no setting warns (:class:`UnknownSettingWarning`, with
+    the closest setting's name). ``api_key`` is a ``SecretStr``: ``repr``, ``str`` and JSON
+    dumps show ``'**********'``; ``settings.api_key.get_secret_value()`` is the key.
+
     Raises:
+        TypeError: a keyword argument that is no setting (the message names the closest one).
         pydantic.ValidationError: a value out of range; the message names the field and value.
     """
 
     model_config = SettingsConfigDict(
-        env_prefix="MFS_", env_file=".env", env_file_encoding="utf-8", extra="forbid", frozen=True
+        env_prefix=ENV_PREFIX, env_file=".env", env_file_encoding="utf-8", extra="ignore", frozen=True
     )
+
+    def __init__(self, **values: Any) -> None:
+        """Settings from keyword arguments, then ``MFS_*`` variables and ``.env``, then defaults.
+
+        Raises:
+            TypeError: a keyword that is no setting (one line, naming the closest setting).
+            pydantic.ValidationError: a value out of range.
+        """
+        unknown = [name for name in values if not name.startswith("_") and name not in type(self).model_fields]
+        if unknown:
+            raise TypeError(unknown_name_message("MFSSettings", unknown, type(self).model_fields, what="setting"))
+        _warn_unknown_env(values.get("_env_file", type(self).model_config.get("env_file")))
+        super().__init__(**values)
 
     # --- model and backend -------------------------------------------------------------
     model: str = Field(
@@ -66,9 +100,10 @@ class MFSSettings(BaseSettings):
         "'http://gpu1:8000/v1'); the requests of a round are spread across them. Env MFS_BASE_URLS: "
         "a JSON list or comma-separated URLs.",
     )
-    api_key: str | None = Field(
+    api_key: SecretStr | None = Field(
         default=None, repr=False,
-        description="backend='openai': bearer token sent to the servers (None: no Authorization header).",
+        description="backend='openai': bearer token sent to the servers (None: no Authorization header). A "
+        "SecretStr: never shown in repr, logs, callbacks, cache keys or saved files.",
     )
     request_timeout: float = Field(
         default=600.0, gt=0.0, le=86400.0,
@@ -241,13 +276,61 @@ class MFSSettings(BaseSettings):
         counts only for ``backend='transformers'`` (the others never use it, and need no torch).
         """
         device = _resolve_device(self.device) if self.backend == "transformers" else None
-        api_key = hashlib.sha256(self.api_key.encode()).hexdigest()[:16] if self.api_key is not None else None
+        secret = self.api_key.get_secret_value() if self.api_key is not None else None
+        api_key = hashlib.sha256(secret.encode()).hexdigest()[:16] if secret is not None else None
         return (
             self.backend, self.model, device, self.dtype, self.batch_size,
             tuple(self.base_urls), api_key, self.request_timeout, self.max_retries, self.tokenizer,
             self.num_parameters, self.tensor_parallel_size, self.gpu_memory_utilization, self.max_model_len,
             self.enable_prefix_caching, json.dumps(self.vllm_kwargs, sort_keys=True, default=repr),
         )
+
+
+def environment_sources(env_file: Any = ".env") -> dict[str, str]:
+    """Where each ``MFS_*`` name of the environment and of ``env_file`` comes from.
+
+    Args:
+        env_file: the ``.env`` path (or paths) pydantic-settings reads; None: none.
+
+    Returns:
+        Upper-case variable name -> ``"MFS_X"`` (the environment, which wins) or
+        ``"MFS_X in .env"``; names that are no setting included (see :func:`setting_sources`).
+    """
+    found: dict[str, str] = {}
+    files = env_file if isinstance(env_file, (list, tuple)) else [env_file] if env_file else []
+    for path in files:
+        path = Path(path).expanduser()
+        if path.is_file():
+            from dotenv import dotenv_values  # pydantic-settings' own .env reader
+
+            for key in dotenv_values(path):
+                if key.upper().startswith(ENV_PREFIX):
+                    found[key.upper()] = f"{key.upper()} in {path}"
+    for key in os.environ:
+        if key.upper().startswith(ENV_PREFIX):
+            found[key.upper()] = key.upper()
+    return found
+
+
+def setting_sources(env_file: Any = ".env") -> dict[str, str]:
+    """Settings given by ``MFS_*`` variables or ``.env``: field name -> where (``"MFS_SEED"``)."""
+    fields = MFSSettings.model_fields
+    sources = environment_sources(env_file)
+    return {name[len(ENV_PREFIX):].lower(): origin for name, origin in sources.items()
+            if name[len(ENV_PREFIX):].lower() in fields}
+
+
+def _warn_unknown_env(env_file: Any) -> None:
+    """Warn for each ``MFS_*`` name of the environment or ``env_file`` that is no setting."""
+    fields = MFSSettings.model_fields
+    for name, origin in sorted(environment_sources(env_file).items()):
+        field = name[len(ENV_PREFIX):].lower()
+        if field in fields or name in _NOT_SETTINGS:
+            continue
+        guess = closest(field, fields)
+        hint = f"; did you mean {ENV_PREFIX}{guess.upper()}?" if guess else ""
+        where = f" ({origin.split(' in ', 1)[1]})" if " in " in origin else ""
+        warnings.warn(f"{name}{where} is not an MFS setting and is ignored{hint}", UnknownSettingWarning, stacklevel=3)
 
 
 def _resolve_device(device: str) -> str:

@@ -21,7 +21,7 @@ def create_backend(settings: MFSSettings) -> Backend:
 
     Raises:
         ImportError: the backend's optional dependencies are missing (the message says
-            which ``pip install "mfs[...]"`` adds them).
+            which ``pip install "mfs-decoding[...]"`` adds them).
         FileNotFoundError / OSError: the model cannot be found locally.
     """
     if settings.backend == "transformers":

@@ -59,6 +59,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from pydantic import SecretStr
+
 from mfs_core.backends import _hf
 from mfs_core.backends.base import ContextWindowError
 from mfs_core.settings import MFSSettings
@@ -97,7 +99,7 @@ def _import_httpx() -> Any:
     try:
         import httpx
     except ImportError as exc:
-        msg = 'the openai backend needs httpx: pip install "mfs[openai]"'
+        msg = 'the openai backend needs httpx: pip install "mfs-decoding[openai]"'
         raise ImportError(msg) from exc
     return httpx
 
@@ -249,7 +251,7 @@ class OpenAIBackend:
             :meth:`count_tokens` raises, :meth:`apply_chat_template` returns None (only raw
             prompts), prompts are not checked against the context window locally, and a
             BOS written by a chat template may be doubled by the server.
-        api_key: sent as ``Authorization: Bearer``; None sends no header.
+        api_key: sent as ``Authorization: Bearer`` (a str or pydantic ``SecretStr``); None sends no header.
         timeout: seconds per HTTP attempt (connect, read, write, pool).
         max_retries: retries of a request after a retryable fault (see the module docstring).
         backoff: first backoff delay (seconds); it doubles each retry.
@@ -275,7 +277,7 @@ class OpenAIBackend:
         model: str,
         *,
         tokenizer: Any = None,
-        api_key: str | None = None,
+        api_key: str | SecretStr | None = None,
         timeout: float = 600.0,
         max_retries: int = 3,
         backoff: float = 0.5,
@@ -305,6 +307,8 @@ class OpenAIBackend:
         self.max_connections = max_connections
         self.vllm_extensions = vllm_extensions
         self.extra_body = dict(extra_body or {})
+        if isinstance(api_key, SecretStr):
+            api_key = api_key.get_secret_value()
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._context_window = context_window
         self._num_parameters = num_parameters
@@ -324,7 +328,7 @@ class OpenAIBackend:
         nothing is downloaded. No request is sent until the first use.
 
         Raises:
-            ImportError: httpx is missing (``pip install "mfs[openai]"``).
+            ImportError: httpx is missing (``pip install "mfs-decoding[openai]"``).
             ValueError: ``settings.base_urls`` is empty.
         """
         if not settings.base_urls:

@@ -165,7 +165,7 @@ class TransformersBackend:
         """Load ``settings.model`` (``"mfs-demo"``: the bundled model) on ``settings.device``.
 
         Raises:
-            ImportError: torch or transformers missing (``pip install "mfs[hf]"``).
+            ImportError: torch or transformers missing (``pip install "mfs-decoding[hf]"``).
             FileNotFoundError: ``settings.model`` is neither a local directory nor a cached
                 model (nothing is downloaded unless ``HF_HUB_OFFLINE=0`` is set).
         """
@@ -173,7 +173,7 @@ class TransformersBackend:
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
         except ImportError as exc:  # pragma: no cover - depends on the environment
-            msg = 'the transformers backend needs torch and transformers: pip install "mfs[hf]"'
+            msg = 'the transformers backend needs torch and transformers: pip install "mfs-decoding[hf]"'
             raise ImportError(msg) from exc
         path = resolve_model_path(settings.model)
         device = settings.device

@@ -78,7 +78,7 @@ def _import_vllm() -> Any:
         import vllm
     except ImportError as exc:
         msg = (
-            'the vllm backend needs the vllm package (a CUDA GPU build): pip install "mfs[vllm]"; '
+            'the vllm backend needs the vllm package (a CUDA GPU build): pip install "mfs-decoding[vllm]"; '
             "without a GPU use backend='transformers', or backend='openai' with a remote `vllm serve`"
         )
         raise ImportError(msg) from exc
@@ -149,7 +149,7 @@ class VLLMBackend:
         """Start a ``vllm.LLM`` with :func:`engine_kwargs` of ``settings``.
 
         Raises:
-            ImportError: vllm is not installed (``pip install "mfs[vllm]"``; it needs a CUDA GPU).
+            ImportError: vllm is not installed (``pip install "mfs-decoding[vllm]"``; it needs a CUDA GPU).
             ValueError: a refused ``vllm_kwargs`` entry.
         """
         kwargs = engine_kwargs(settings)

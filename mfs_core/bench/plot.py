@@ -24,7 +24,7 @@ def plot_accuracy_vs_flops(rows: Sequence[MethodSummary], path: str | Path, titl
         The path written.
 
     Raises:
-        ImportError: matplotlib is missing (``pip install "mfs[bench]"``).
+        ImportError: matplotlib is missing (``pip install "mfs-decoding[bench]"``).
         ValueError: no rows.
     """
     if not rows:
@@ -36,7 +36,7 @@ def plot_accuracy_vs_flops(rows: Sequence[MethodSummary], path: str | Path, titl
         matplotlib.use("Agg", force=True)
         import matplotlib.pyplot as plt
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        msg = 'plotting needs matplotlib: pip install "mfs[bench]"'
+        msg = 'plotting needs matplotlib: pip install "mfs-decoding[bench]"'
         raise ImportError(msg) from exc
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -78,7 +78,7 @@ def test_every_setting_is_an_optional_field_with_its_description() -> None:
         assert setting.description in field.description, name
         assert f"MFS_{name.upper()}" in field.description, name
     own = set(MFSLLM.model_fields) - set(CustomLLM.model_fields) | {"system_prompt"}
-    assert own == set(MFSSettings.model_fields) | {"engine", "method"}
+    assert own == set(MFSSettings.model_fields) | {"engine", "method", "timeout"}
     for name in own:
         assert MFSLLM.model_fields[name].description, name
 

@@ -204,7 +204,7 @@ def test_from_settings_needs_base_urls() -> None:
 
 def test_missing_httpx_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "httpx", None)
-    with pytest.raises(ImportError, match=r'pip install "mfs\[openai\]"'):
+    with pytest.raises(ImportError, match=r'pip install "mfs-decoding\[openai\]"'):
         OpenAIBackend(["http://h:1/v1"], "m")
 
 

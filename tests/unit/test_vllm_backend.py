@@ -370,7 +370,7 @@ def test_engine_settings_change_the_backend_key() -> None:
 
 def test_missing_vllm_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm now raises ImportError
-    with pytest.raises(ImportError, match=r'pip install "mfs\[vllm\]"'):
+    with pytest.raises(ImportError, match=r'pip install "mfs-decoding\[vllm\]"'):
         create_backend(MFSSettings(backend="vllm"))
 
 

@@ -1,0 +1,122 @@
+"""One-line error messages for bad settings and unknown names.
+
+A pydantic ``ValidationError`` prints several lines per error and a documentation URL;
+:func:`format_validation_error` turns it into one line that names each bad field, the value
+given and the range the field allows (read from the field's constraints). :func:`closest`
+and :func:`unknown_name_message` name the valid name a misspelled one was probably meant
+to be (``difflib``). The CLI and the adapters share them.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from typing import Any, get_args, get_origin
+
+from annotated_types import Ge, Gt, Le, Lt, MinLen
+from pydantic import BaseModel, ValidationError
+
+__all__ = ["allowed_range", "closest", "format_validation_error", "unknown_name_message"]
+
+
+def closest(name: str, valid: Iterable[str]) -> str | None:
+    """The valid name ``name`` most resembles (``difflib`` ratio >= 0.6), or None.
+
+    A valid name that starts with ``name`` (``step_beam`` for ``step_beam_size``) wins.
+    """
+    valid = sorted(valid)
+    prefixed = [candidate for candidate in valid if candidate.startswith(name) and name]
+    if prefixed:
+        return min(prefixed, key=len)
+    matches = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
+    return matches[0] if matches else None
+
+
+def unknown_name_message(owner: str, names: Iterable[str], valid: Iterable[str], *, what: str = "argument") -> str:
+    """``"MFSLLM got an unknown argument 'step_beam' (did you mean 'step_beam_size'?)"``.
+
+    Args:
+        owner: the class or command that got the names.
+        names: the unknown names (at least one).
+        valid: every name ``owner`` accepts.
+        what: what a name is ("argument", "setting", "keyword argument").
+    """
+    valid = list(valid)
+    parts = []
+    for name in sorted(names):
+        guess = closest(name, valid)
+        parts.append(f"{name!r} (did you mean {guess!r}?)" if guess else repr(name))
+    plural = "s" if len(parts) > 1 else ""
+    return f"{owner} got an unknown {what}{plural} {', '.join(parts)}"
+
+
+def allowed_range(model: type[BaseModel], field: str) -> str | None:
+    """What ``model.<field>`` allows, from its constraints and type, e.g. ``"1 <= step_beam_size <= 1024"``.
+
+    Returns None when the field has no bound and no fixed set of values.
+    """
+    info = model.model_fields.get(field)
+    if info is None:
+        return None
+    low = high = None
+    for meta in info.metadata:
+        if isinstance(meta, Ge):
+            low = f"{meta.ge} <= "
+        elif isinstance(meta, Gt):
+            low = f"{meta.gt} < "
+        elif isinstance(meta, Le):
+            high = f" <= {meta.le}"
+        elif isinstance(meta, Lt):
+            high = f" < {meta.lt}"
+        elif isinstance(meta, MinLen):
+            return f"a string of at least {meta.min_length} character(s)"
+    if low or high:
+        return f"{low or ''}{field}{high or ''}"
+    choices = _literal_choices(info.annotation)
+    if choices:
+        return "one of " + ", ".join(repr(choice) for choice in choices)
+    return None
+
+
+def _literal_choices(annotation: Any) -> tuple[Any, ...]:
+    if get_origin(annotation) is not None and str(get_origin(annotation)).endswith("Literal"):
+        return get_args(annotation)
+    for arg in get_args(annotation):  # Optional[Literal[...]]
+        choices = _literal_choices(arg)
+        if choices:
+            return choices
+    return ()
+
+
+def format_validation_error(exc: ValidationError, model: type[BaseModel] | None = None, *, sources: dict[str, str] | None = None) -> str:
+    """One line for a pydantic ``ValidationError``: each bad field, its value and its range.
+
+    Example: ``step_beam_size=0 (from MFS_STEP_BEAM_SIZE): Input should be greater than or
+    equal to 1; allowed: 1 <= step_beam_size <= 1024``.
+
+    Args:
+        exc: the error pydantic raised.
+        model: the model whose fields the errors name (their constraints give the allowed
+            range); None: no range is added.
+        sources: field -> where its value came from (e.g. an environment variable), shown
+            beside the value.
+
+    Returns:
+        The errors joined by ``"; "``, without pydantic's URL, on one line.
+    """
+    parts = []
+    for error in exc.errors(include_url=False):
+        loc = ".".join(str(part) for part in error.get("loc", ()))
+        message = str(error.get("msg", "invalid")).replace("\n", " ")
+        message = message.removeprefix("Value error, ")
+        field = str(error["loc"][0]) if error.get("loc") else ""
+        if not loc:  # a model-level check (e.g. min_steps vs max_steps): its message names the fields
+            parts.append(message)
+            continue
+        origin = f" (from {sources[field]})" if sources and field in sources else ""
+        text = f"{loc}={error.get('input')!r}{origin}: {message}"
+        allowed = allowed_range(model, field) if model is not None else None
+        if allowed and error.get("type") not in {"literal_error", "string_too_short", "extra_forbidden"}:
+            text += f"; allowed: {allowed}"
+        parts.append(text)
+    return "; ".join(parts)
