@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,10 +13,42 @@ from mfs_core.answers import extract_answer, majority_vote
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, DecodeResult, GenerationRequest, StepTrace
 
-__all__ = ["Decoder", "TokenTally", "finish_result", "request_seed"]
+__all__ = ["Decoder", "StepSink", "TokenTally", "finish_result", "report_step", "request_seed", "step_sink"]
 
 Decoder = Generator[list[GenerationRequest], list[list[Continuation]], DecodeResult]
 """A decoder coroutine: yields request lists, is sent their continuations, returns the result."""
+
+
+StepSink = Callable[[StepTrace, Sequence[str]], None]
+"""Receives a finished step's trace and the live beam texts after it."""
+
+_STEP_SINK: ContextVar[StepSink | None] = ContextVar("mfs_step_sink", default=None)
+
+
+def report_step(step: StepTrace, beams: Sequence[str]) -> None:
+    """Hand a finished step to whoever listens to the running decode; a no-op otherwise.
+
+    A decoder calls it once per step, after the step's last round (selection and the
+    convergence test done). The engine listens through :func:`step_sink` while it advances
+    a decoder whose caller asked for events (:mod:`mfs_core.events`).
+
+    Args:
+        step: the finished step's trace (the listener copies what it keeps).
+        beams: texts of the live beams after the step, in beam order.
+    """
+    sink = _STEP_SINK.get()
+    if sink is not None:
+        sink(step, beams)
+
+
+@contextmanager
+def step_sink(sink: StepSink) -> Iterator[None]:
+    """Route :func:`report_step` calls made inside the block (on this thread) to ``sink``."""
+    token = _STEP_SINK.set(sink)
+    try:
+        yield
+    finally:
+        _STEP_SINK.reset(token)
 
 
 def request_seed(rng: np.random.Generator) -> int:
