@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from mfs_core.bench.cli import CPU_NUM_ROLLOUTS, CPU_STEP_BEAM_SIZE, bench
 from mfs_core.backends._hf import quiet_transformers
+from mfs_core.live import LiveView, write_traces
 from mfs_core.settings import MFSSettings
 from mfs_core.types import DecodeResult
 
@@ -85,6 +87,11 @@ def ask(
         Optional[list[str]], typer.Option(help="Server URL of --backend openai (http://host:8000/v1); repeat per replica.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole DecodeResult as JSON.")] = False,
+    live: Annotated[
+        Optional[bool], typer.Option("--live/--no-live", help="Show each step on stderr as it finishes (default: on, off with --json).")
+    ] = None,
+    trace_html: Annotated[Optional[Path], typer.Option(help="Write the search tree as a self-contained HTML page.")] = None,
+    trace_png: Annotated[Optional[Path], typer.Option(help="Write the deficits against c_prune per step (PNG).")] = None,
 ) -> None:
     """Answer QUESTION with MFS and print the answer, its vote share and the search trace."""
     overrides = {
@@ -104,7 +111,8 @@ def ask(
     start = time.perf_counter()
     try:
         engine = MFSEngine.from_settings(settings)
-        result = engine.decode([question])[0]
+        result = engine.decode([question], on_event=LiveView() if (live if live is not None else not as_json) else None)[0]
+        write_traces(result, question, html_path=trace_html, png_path=trace_png)
     except (ValueError, TypeError, OSError, ImportError, RuntimeError) as exc:  # backend errors subclass RuntimeError
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
