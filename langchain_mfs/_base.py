@@ -11,20 +11,44 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, Literal
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextvars import ContextVar
+from typing import Any, Literal, TypeVar
 
+from langchain_core.callbacks import (
+    AsyncCallbackManager,
+    AsyncCallbackManagerForLLMRun,
+    CallbackManager,
+    CallbackManagerForLLMRun,
+    adispatch_custom_event,
+    dispatch_custom_event,
+)
 from langchain_core.language_models import LangSmithParams
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import (
+    ensure_config,
+    get_async_callback_manager_for_config,
+    get_callback_manager_for_config,
+)
 from pydantic import BaseModel, ConfigDict, PrivateAttr, SecretStr, model_validator
 
 from mfs_core.adapters import engine_for, rename_max_tokens, settings_from_fields, timeout_message
 from mfs_core.errors import unknown_name_message
 from mfs_core.decoders import get_decoder
 from mfs_core.engine import MFSEngine
+from mfs_core.events import DecodeEvent, StepEvent
 from mfs_core.settings import MFSSettings
+from mfs_core.streaming import DecodeStream
 from mfs_core.types import DecodeResult
 
-__all__ = ["SETTINGS_FIELDS", "MFSParams"]
+__all__ = ["SETTINGS_FIELDS", "STEP_EVENT", "STOP_EVENT", "MFSParams"]
+
+STEP_EVENT = "mfs_step"
+"""Name of the custom callback event fired after each finished MFS step (data: ``StepEvent.to_dict()``)."""
+
+STOP_EVENT = "mfs_stop"
+"""Name of the custom callback event fired when the search stops (data: ``StopEvent.to_dict()``)."""
 
 SETTINGS_FIELDS: tuple[str, ...] = tuple(MFSSettings.model_fields)
 """Names of the :class:`MFSSettings` fields, each also a field of the LangChain classes."""
@@ -364,5 +388,173 @@ class MFSParams(BaseModel):
             raise TimeoutError(self._timeout_message(len(futures))) from exc
         return list(results), engine.backend.model_name
 
+    def _open_stream(self, build: BuildPrompts, kwargs: dict[str, Any]) -> tuple[DecodeStream, str]:
+        """Render the call's prompt and start its decode; its event stream and the model name.
+
+        Raises:
+            As :meth:`_decode`, before the decode starts.
+        """
+        settings, method = self._call_settings(kwargs)
+        engine = engine_for(settings, self._engine)
+        return engine.stream_prompts(build(engine, settings), settings=settings, method=method), engine.backend.model_name
+
+    async def _aopen_stream(self, build: BuildPrompts, kwargs: dict[str, Any]) -> tuple[DecodeStream, str]:
+        """Async :meth:`_open_stream`: loading and rendering run off the event loop."""
+        settings, method = self._call_settings(kwargs)
+
+        def start() -> tuple[DecodeStream, str]:
+            engine = engine_for(settings, self._engine)  # may load the model
+            return engine.stream_prompts(build(engine, settings), settings=settings, method=method), engine.backend.model_name
+
+        return await asyncio.to_thread(start)
+
+    def _events(self, stream: DecodeStream, run_manager: CallbackManagerForLLMRun | None) -> Iterator[DecodeEvent]:
+        """The stream's events, each first fired as a custom callback event (:class:`_EventSink`).
+
+        Call it at the start of ``_stream`` (before its first yield): the sink is chosen then.
+
+        Raises:
+            TimeoutError: the decode did not finish within ``timeout`` seconds.
+            The decode's exception, after its last event.
+        """
+        sink = _EventSink(run_manager, is_async=False)
+        return self._fired(stream, sink)
+
+    def _fired(self, stream: DecodeStream, sink: _EventSink) -> Iterator[DecodeEvent]:
+        try:
+            for event in stream.events(self.timeout):
+                sink.fire(event)
+                yield event
+        except TimeoutError as exc:
+            raise TimeoutError(self._timeout_message(1)) from exc
+
+    def _aevents(
+        self, stream: DecodeStream, run_manager: AsyncCallbackManagerForLLMRun | None
+    ) -> AsyncIterator[DecodeEvent]:
+        """Async :meth:`_events`: awaits the engine without blocking the event loop."""
+        sink = _EventSink(run_manager, is_async=True)
+        return self._afired(stream, sink)
+
+    async def _afired(self, stream: DecodeStream, sink: _EventSink) -> AsyncIterator[DecodeEvent]:
+        try:
+            async for event in stream.aevents(self.timeout):
+                await sink.afire(event)
+                yield event
+        except TimeoutError as exc:
+            raise TimeoutError(self._timeout_message(1)) from exc
+
     def _timeout_message(self, count: int) -> str:
         return timeout_message(count, self.timeout)
+
+
+def _custom_event(event: DecodeEvent) -> tuple[str, dict[str, Any]]:
+    """Name and data of the custom callback event for a decode event."""
+    return (STEP_EVENT if isinstance(event, StepEvent) else STOP_EVENT), event.to_dict()
+
+
+def _callback_manager(kind: type, run_manager: Any) -> Any:
+    """A callback manager with the LLM run's handlers, tags and metadata (to fire custom
+    events on that run, as ``dispatch_custom_event`` does inside a runnable)."""
+    return kind(
+        handlers=run_manager.handlers,
+        inheritable_handlers=run_manager.inheritable_handlers,
+        parent_run_id=run_manager.parent_run_id,
+        tags=run_manager.tags,
+        inheritable_tags=run_manager.inheritable_tags,
+        metadata=run_manager.metadata,
+        inheritable_metadata=run_manager.inheritable_metadata,
+    )
+
+
+_T = TypeVar("_T")
+_END = object()
+
+_STREAM_RUN: ContextVar[tuple[RunnableConfig, uuid.UUID] | None] = ContextVar("mfs_stream_run", default=None)
+"""The config and run id of a chat model ``stream`` call while its ``_stream`` starts."""
+
+
+class _EventSink:
+    """Where a call's custom callback events (``mfs_step``, ``mfs_stop``) go.
+
+    In order: the LLM run's ``run_manager`` when LangChain passes one (``BaseLLM.stream``,
+    the v3 event stream); else the run that :func:`stream_with_run` opened (``BaseChatModel``
+    calls ``_stream`` without its run manager); else ``dispatch_custom_event`` on the
+    enclosing runnable's run (a chat model invoked inside a chain); else nowhere.
+    """
+
+    def __init__(self, run_manager: Any, *, is_async: bool) -> None:
+        self.manager: Any = None
+        self.run_id: uuid.UUID | None = None
+        self.ambient = False
+        call = _STREAM_RUN.get()
+        if run_manager is not None:
+            self.manager = _callback_manager(AsyncCallbackManager if is_async else CallbackManager, run_manager)
+            self.run_id = run_manager.run_id
+        elif call is not None:
+            config, self.run_id = call
+            configure = get_async_callback_manager_for_config if is_async else get_callback_manager_for_config
+            self.manager = configure(config)
+        else:
+            self.ambient = True
+
+    def fire(self, event: DecodeEvent) -> None:
+        """Fire ``event`` as a custom event (sync handlers path)."""
+        name, data = _custom_event(event)
+        if self.manager is not None:
+            self.manager.on_custom_event(name, data, run_id=self.run_id)
+        elif self.ambient:
+            try:
+                dispatch_custom_event(name, data)
+            except RuntimeError:  # not inside a run: nobody listens
+                self.ambient = False
+
+    async def afire(self, event: DecodeEvent) -> None:
+        """Async :meth:`fire`."""
+        name, data = _custom_event(event)
+        if self.manager is not None:
+            await self.manager.on_custom_event(name, data, run_id=self.run_id)
+        elif self.ambient:
+            try:
+                await adispatch_custom_event(name, data)
+            except RuntimeError:
+                self.ambient = False
+
+
+def stream_with_run(start: Callable[[RunnableConfig], Iterator[_T]], config: RunnableConfig | None) -> Iterator[_T]:
+    """Run LangChain's ``stream`` with its run id chosen here, so ``_stream`` can fire
+    custom events on that run (see :class:`_EventSink`).
+
+    ``start(config)`` is the framework's ``stream``; the run (config, id) is visible to
+    ``_stream`` only while the first chunk is produced, when ``_stream`` reads it.
+    """
+    config = ensure_config(config)
+    run_id = config.get("run_id") or uuid.uuid4()
+    inner = start({**config, "run_id": run_id})
+    token = _STREAM_RUN.set((config, run_id))
+    try:
+        first = next(inner, _END)
+    finally:
+        _STREAM_RUN.reset(token)
+    if first is _END:
+        return
+    yield first
+    yield from inner
+
+
+async def astream_with_run(
+    start: Callable[[RunnableConfig], AsyncIterator[_T]], config: RunnableConfig | None
+) -> AsyncIterator[_T]:
+    """Async :func:`stream_with_run`."""
+    config = ensure_config(config)
+    run_id = config.get("run_id") or uuid.uuid4()
+    inner = start({**config, "run_id": run_id})
+    token = _STREAM_RUN.set((config, run_id))
+    try:
+        first = await anext(inner, _END)
+    finally:
+        _STREAM_RUN.reset(token)
+    if first is _END:
+        return
+    yield first
+    async for item in inner:
+        yield item

@@ -7,16 +7,19 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ChatMessage
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.runnables import RunnableConfig
 from pydantic import ConfigDict
 
-from langchain_mfs._base import MFSParams
+from langchain_mfs._base import MFSParams, astream_with_run, stream_with_run
 from mfs_core.adapters import apply_stop, chat_message, result_metadata, stream_chunks, token_usage
 from mfs_core.engine import MFSEngine
+from mfs_core.events import StopEvent
 from mfs_core.settings import MFSSettings
+from mfs_core.streaming import ReasoningText
 from mfs_core.types import DecodeResult
 
 __all__ = ["ChatMFS", "to_chat_dicts"]
@@ -44,8 +47,11 @@ class ChatMFS(MFSParams, BaseChatModel):
     are dropped; a ``ToolMessage`` becomes a user turn ``Tool result (NAME): ...`` (MFS
     models' templates have no tool role); image, audio and file content raise ``ValueError``.
 
-    **Streaming:** MFS chooses the whole answer before anything is streamed (the vote needs
-    every completed path); ``stream``/``astream`` then yield the final text in chunks, the
+    **Streaming:** ``stream``/``astream`` show the search while it runs: after each step a
+    chunk with a ``reasoning`` content block (``additional_kwargs["reasoning_content"]``:
+    a summary line of the step and the reasoning every live beam now shares), and the
+    custom callback events ``mfs_step`` / ``mfs_stop`` (see ``astream_events``). The answer
+    itself is chosen by the vote at the end, so its text follows the search in chunks, the
     last marked ``chunk_position="last"`` and carrying the usage and metadata.
 
     Not supported: tool calling (``bind_tools``), structured output, multimodal input.
@@ -85,6 +91,20 @@ class ChatMFS(MFSParams, BaseChatModel):
         if self.custom_get_token_ids is not None:
             return len(self.custom_get_token_ids(prompt))
         return self.engine.backend.count_tokens(prompt)
+
+    # --- streaming entry points ---------------------------------------------------------
+    def stream(
+        self, input: LanguageModelInput, config: RunnableConfig | None = None, *, stop: list[str] | None = None, **kwargs: Any
+    ) -> Iterator[AIMessageChunk]:
+        """LangChain's ``stream``; the run id is fixed first so the custom events ``mfs_step``
+        and ``mfs_stop`` attach to this run (``BaseChatModel`` gives ``_stream`` no run manager)."""
+        return stream_with_run(lambda run: super(ChatMFS, self).stream(input, run, stop=stop, **kwargs), config)
+
+    def astream(
+        self, input: LanguageModelInput, config: RunnableConfig | None = None, *, stop: list[str] | None = None, **kwargs: Any
+    ) -> AsyncIterator[AIMessageChunk]:
+        """Async :meth:`stream` (``astream_events`` yields the custom events as ``on_custom_event``)."""
+        return astream_with_run(lambda run: super(ChatMFS, self).astream(input, run, stop=stop, **kwargs), config)
 
     # --- LangChain hooks ---------------------------------------------------------------
     def _generate(
@@ -131,12 +151,27 @@ class ChatMFS(MFSParams, BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        """Decode, then yield the final text in chunks; the last has ``chunk_position="last"``."""
-        results, model_name = self._decode(lambda engine, settings: _render(engine, settings, messages), kwargs)
-        for chunk in self._chunks(results[0], stop, model_name):
+        """Yield the search as reasoning while it runs, then the chosen text in chunks.
+
+        Per finished step (and at the stop) a chunk with empty ``content`` and the new
+        reasoning text in ``additional_kwargs["reasoning_content"]``, which LangChain reads
+        as a ``reasoning`` content block (``chunk.content_blocks``; in ``content`` itself
+        with ``output_version="v1"``), and the custom callback event ``mfs_step`` /
+        ``mfs_stop`` (``astream_events`` yields them as ``on_custom_event``). Then the
+        answer text; the last chunk has ``chunk_position="last"``, the usage and metadata.
+        """
+        stream, model_name = self._open_stream(lambda engine, settings: _render(engine, settings, messages), kwargs)
+        reasoning = ReasoningText()
+        for event in self._events(stream, run_manager):
+            chunk = _reasoning_chunk(reasoning.delta(event))
             if run_manager:
-                run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+                run_manager.on_llm_new_token("", chunk=chunk)
             yield chunk
+            if isinstance(event, StopEvent):
+                for chunk in self._chunks(event.result, stop, model_name):
+                    if run_manager:
+                        run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+                    yield chunk
 
     async def _astream(
         self,
@@ -145,14 +180,21 @@ class ChatMFS(MFSParams, BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        """Async :meth:`_stream`: decodes without blocking the event loop, then yields chunks."""
-        results, model_name = await self._adecode(
+        """Async :meth:`_stream`: never blocks the event loop; the same chunks and events."""
+        stream, model_name = await self._aopen_stream(
             lambda engine, settings: _render(engine, settings, messages), kwargs
         )
-        for chunk in self._chunks(results[0], stop, model_name):
+        reasoning = ReasoningText()
+        async for event in self._aevents(stream, run_manager):
+            chunk = _reasoning_chunk(reasoning.delta(event))
             if run_manager:
-                await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+                await run_manager.on_llm_new_token("", chunk=chunk)
             yield chunk
+            if isinstance(event, StopEvent):
+                for chunk in self._chunks(event.result, stop, model_name):
+                    if run_manager:
+                        await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+                    yield chunk
 
     # --- results -----------------------------------------------------------------------
     def _chat_result(self, result: DecodeResult, stop: list[str] | None, model_name: str) -> ChatResult:
@@ -177,6 +219,11 @@ class ChatMFS(MFSParams, BaseChatModel):
             chunk_position="last",
         )
         yield ChatGenerationChunk(message=last, generation_info=result_metadata(result))
+
+
+def _reasoning_chunk(text: str) -> ChatGenerationChunk:
+    """A chunk that carries only reasoning text (``reasoning_content``, as Ollama and DeepSeek do)."""
+    return ChatGenerationChunk(message=AIMessageChunk(content="", additional_kwargs={"reasoning_content": text}))
 
 
 def _usage_metadata(result: DecodeResult) -> UsageMetadata:

@@ -13,6 +13,7 @@ from pydantic import ConfigDict
 from langchain_mfs._base import MFSParams
 from mfs_core.adapters import apply_stop, result_metadata, stream_chunks, token_usage
 from mfs_core.engine import MFSEngine
+from mfs_core.events import StopEvent
 from mfs_core.settings import MFSSettings
 from mfs_core.types import DecodeResult
 
@@ -144,14 +145,19 @@ class MFSLLM(MFSParams, BaseLLM):
     ) -> Iterator[GenerationChunk]:
         """Decode ``prompt``, then yield the final text in chunks (MFS decides before streaming).
 
-        Fires ``run_manager.on_llm_new_token`` for each chunk; the last chunk carries the
+        While the search runs, fires the custom callback event ``mfs_step`` after each step
+        and ``mfs_stop`` at the end (data: :meth:`mfs_core.events.StepEvent.to_dict`), so
+        callback handlers' ``on_custom_event`` and ``astream_events`` see the search. Fires
+        ``run_manager.on_llm_new_token`` for each chunk; the last chunk carries the
         ``generation_info`` of :meth:`_generate`. Raises as :meth:`_generate`.
         """
-        results, model_name = self._decode(lambda engine, settings: _render(engine, settings, [prompt]), kwargs)
-        for chunk in self._chunks(results[0], stop, model_name):
-            if run_manager:
-                run_manager.on_llm_new_token(chunk.text, chunk=chunk)
-            yield chunk
+        stream, model_name = self._open_stream(lambda engine, settings: _render(engine, settings, [prompt]), kwargs)
+        for event in self._events(stream, run_manager):
+            if isinstance(event, StopEvent):
+                for chunk in self._chunks(event.result, stop, model_name):
+                    if run_manager:
+                        run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+                    yield chunk
 
     async def _astream(
         self,
@@ -160,14 +166,16 @@ class MFSLLM(MFSParams, BaseLLM):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[GenerationChunk]:
-        """Async :meth:`_stream`: decodes without blocking the event loop, then yields chunks."""
-        results, model_name = await self._adecode(
+        """Async :meth:`_stream`: the same events, never blocking the event loop, then the chunks."""
+        stream, model_name = await self._aopen_stream(
             lambda engine, settings: _render(engine, settings, [prompt]), kwargs
         )
-        for chunk in self._chunks(results[0], stop, model_name):
-            if run_manager:
-                await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
-            yield chunk
+        async for event in self._aevents(stream, run_manager):
+            if isinstance(event, StopEvent):
+                for chunk in self._chunks(event.result, stop, model_name):
+                    if run_manager:
+                        await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+                    yield chunk
 
     # --- results -----------------------------------------------------------------------
     def _llm_result(self, results: Sequence[DecodeResult], stop: list[str] | None, model_name: str) -> LLMResult:

@@ -16,9 +16,13 @@ Prompt format (``MFSSettings.prompt_format``):
 * ``raw``: the completion prompt is sent verbatim; chat messages are joined by
   ``messages_to_prompt`` (LlamaIndex's ``"role: content"`` lines by default).
 
-MFS chooses the whole answer before anything is returned, so streaming splits the finished
-text into chunks (:func:`mfs_core.adapters.stream_chunks`): each ``CompletionResponse`` has
-the cumulative ``text`` and its ``delta``.
+Streaming shows the search while it runs: ``stream_chat`` / ``astream_chat`` yield a
+``ThinkingBlock`` (and ``additional_kwargs["thinking_delta"]``) after each step, and every
+streaming call sends :class:`~llamaindex_mfs.events.MFSStepEvent` /
+:class:`~llamaindex_mfs.events.MFSStopEvent` through the instrumentation dispatcher. The
+answer is chosen by the vote at the end, so its text follows in chunks
+(:func:`mfs_core.adapters.stream_chunks`): each response has the cumulative text and its
+``delta``.
 """
 
 from __future__ import annotations
@@ -41,8 +45,10 @@ from llama_index.core.base.llms.types import (
     LLMMetadata,
     MessageRole,
     TextBlock,
+    ThinkingBlock,
 )
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, SecretStr
+from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from llama_index.core.llms.custom import CustomLLM
 
@@ -60,12 +66,16 @@ from mfs_core.adapters import (
 from mfs_core.decoders import get_decoder
 from mfs_core.errors import unknown_name_message
 from mfs_core.engine import MFSEngine
+from mfs_core.events import DecodeEvent, EventCallback, StopEvent
 from mfs_core.settings import MFSSettings
+from mfs_core.streaming import DecodeStream, ReasoningText
 from mfs_core.types import DecodeResult
+from llamaindex_mfs.events import to_instrumentation_event
 
 __all__ = ["MFSLLM"]
 
 logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
 
 _Render = Callable[[MFSEngine, MFSSettings], str]
 """Turns the call's engine and settings into the rendered model prompt."""
@@ -236,7 +246,9 @@ class MFSLLM(CustomLLM):
         """The settings a call without overrides decodes with."""
         return settings_from_fields(self._field_values(), base=self._base)
 
-    def _submit(self, render: _Render, kwargs: dict[str, Any]) -> tuple[Future, list[str] | None]:
+    def _submit(
+        self, render: _Render, kwargs: dict[str, Any], on_event: EventCallback | None = None
+    ) -> tuple[Future, list[str] | None]:
         """Start the decode of one call; its future and stop sequences.
 
         Settings are the fields plus the per-call overrides in ``kwargs``; ``render`` turns
@@ -260,7 +272,7 @@ class MFSLLM(CustomLLM):
         rendered = render(engine, settings)
         logger.debug("decoding with %s: M=%d N=%d seed=%d", self.method, settings.step_beam_size,
                      settings.num_rollouts, settings.seed)
-        return engine.submit_prompts([rendered], settings=settings, method=self.method)[0], stop
+        return engine.submit_prompts([rendered], settings=settings, method=self.method, on_event=on_event)[0], stop
 
     def _wait(self, future: Future) -> DecodeResult:
         """The decode's result, waiting at most ``timeout`` seconds.
@@ -283,6 +295,23 @@ class MFSLLM(CustomLLM):
     async def _asubmit(self, render: _Render, kwargs: dict[str, Any]) -> tuple[Future, list[str] | None]:
         """:meth:`_submit` in a worker thread: settings, rendering (and a model load) off the loop."""
         return await asyncio.to_thread(self._submit, render, kwargs)
+
+    def _submit_stream(self, render: _Render, kwargs: dict[str, Any]) -> tuple[DecodeStream, list[str] | None]:
+        """:meth:`_submit`, with the decode's events delivered to the caller (see :meth:`_events`)."""
+        stream = DecodeStream()
+        future, stop = self._submit(render, kwargs, on_event=stream.put)
+        stream.attach([future])
+        return stream, stop
+
+    async def _asubmit_stream(self, render: _Render, kwargs: dict[str, Any]) -> tuple[DecodeStream, list[str] | None]:
+        """:meth:`_submit_stream` in a worker thread."""
+        return await asyncio.to_thread(self._submit_stream, render, kwargs)
+
+    @staticmethod
+    def _dispatched(event: DecodeEvent) -> DecodeEvent:
+        """Send ``event`` through the instrumentation dispatcher (:mod:`llamaindex_mfs.events`)."""
+        dispatcher.event(to_instrumentation_event(event))
+        return event
 
     def _uses_chat_template(self, prompt_format: str) -> bool:
         return prompt_format == "chat" or (prompt_format == "auto" and self._has_chat_template)
@@ -341,13 +370,37 @@ class MFSLLM(CustomLLM):
             yield whole.model_copy(update=update)
 
     @staticmethod
-    def _as_chat(response: CompletionResponse) -> ChatResponse:
+    def _as_chat(response: CompletionResponse, thinking: str | None = None) -> ChatResponse:
+        """A chat response of ``response``; with ``thinking``, its message starts with a ThinkingBlock."""
+        blocks: list[Any] = [TextBlock(text=response.text)]
+        if thinking is not None:
+            blocks.insert(0, ThinkingBlock(content=thinking))
         return ChatResponse(
-            message=ChatMessage(role=MessageRole.ASSISTANT, content=response.text),
+            message=ChatMessage(role=MessageRole.ASSISTANT, blocks=blocks),
             delta=response.delta,
             raw=response.raw,
             additional_kwargs=response.additional_kwargs,
         )
+
+    @staticmethod
+    def _thinking(reasoning: ReasoningText, event: DecodeEvent) -> ChatResponse:
+        """The chat chunk of one decode event: the search so far as a ThinkingBlock, no text yet.
+
+        ``additional_kwargs["thinking_delta"]`` holds the new reasoning (what LlamaIndex's
+        agents read into ``AgentStream.thinking_delta``); ``delta`` is "".
+        """
+        delta = reasoning.delta(event)
+        message = ChatMessage(role=MessageRole.ASSISTANT, blocks=[ThinkingBlock(content=reasoning.text), TextBlock(text="")])
+        return ChatResponse(message=message, delta="", additional_kwargs={"thinking_delta": delta})
+
+    def _chat_stream(self, stream: DecodeStream, stop: list[str] | None) -> ChatResponseGen:
+        """Thinking chunks while the search runs, then the answer chunks (sync)."""
+        reasoning = ReasoningText()
+        for event in stream.events(self.timeout):
+            yield self._thinking(reasoning, self._dispatched(event))
+            if isinstance(event, StopEvent):
+                for chunk in self._completion_chunks(event.result, stop):
+                    yield self._as_chat(chunk, thinking=reasoning.text)
 
     # --- completion ----------------------------------------------------------------------
     @llm_completion_callback()
@@ -380,10 +433,12 @@ class MFSLLM(CustomLLM):
         The decode starts at the call; the generator waits for it, then yields the chunks.
         Every chunk carries the same ``raw`` and ``additional_kwargs``.
         """
-        future, stop = self._submit(self._completion_prompt(prompt, formatted), kwargs)
+        stream, stop = self._submit_stream(self._completion_prompt(prompt, formatted), kwargs)
 
         def gen() -> CompletionResponseGen:
-            yield from self._completion_chunks(self._wait(future), stop)
+            for event in stream.events(self.timeout):
+                if isinstance(self._dispatched(event), StopEvent):
+                    yield from self._completion_chunks(event.result, stop)
 
         return gen()
 
@@ -398,12 +453,13 @@ class MFSLLM(CustomLLM):
         self, prompt: str, formatted: bool = False, **kwargs: Any
     ) -> CompletionResponseAsyncGen:
         """Async :meth:`stream_complete`."""
-        future, stop = await self._asubmit(self._completion_prompt(prompt, formatted), kwargs)
+        stream, stop = await self._asubmit_stream(self._completion_prompt(prompt, formatted), kwargs)
 
         async def gen() -> CompletionResponseAsyncGen:
-            result = await self._await(future)
-            for chunk in self._completion_chunks(result, stop):
-                yield chunk
+            async for event in stream.aevents(self.timeout):
+                if isinstance(self._dispatched(event), StopEvent):
+                    for chunk in self._completion_chunks(event.result, stop):
+                        yield chunk
 
         return gen()
 
@@ -430,14 +486,18 @@ class MFSLLM(CustomLLM):
 
     @llm_chat_callback()
     def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
-        """:meth:`chat`, streamed: messages with the cumulative content and their ``delta``."""
-        future, stop = self._submit(self._chat_prompt(messages), kwargs)
+        """:meth:`chat`, streamed: the search as it runs, then the answer.
 
-        def gen() -> ChatResponseGen:
-            for chunk in self._completion_chunks(self._wait(future), stop):
-                yield self._as_chat(chunk)
-
-        return gen()
+        While the search runs, one response per finished step and one at the stop: the
+        message holds a ``ThinkingBlock`` with the search so far (per step a summary line
+        and the reasoning every live beam shares) and an empty ``TextBlock``;
+        ``additional_kwargs["thinking_delta"]`` is the new part and ``delta`` is "". Each
+        step also goes through the instrumentation dispatcher as
+        :class:`~llamaindex_mfs.events.MFSStepEvent` (then :class:`~llamaindex_mfs.events.MFSStopEvent`).
+        Then the answer: messages with the whole thinking, the cumulative text and its ``delta``.
+        """
+        stream, stop = self._submit_stream(self._chat_prompt(messages), kwargs)
+        return self._chat_stream(stream, stop)
 
     @llm_chat_callback()
     async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
@@ -447,13 +507,16 @@ class MFSLLM(CustomLLM):
 
     @llm_chat_callback()
     async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseAsyncGen:
-        """Async :meth:`stream_chat`."""
-        future, stop = await self._asubmit(self._chat_prompt(messages), kwargs)
+        """Async :meth:`stream_chat`: the same responses and events, never blocking the loop."""
+        stream, stop = await self._asubmit_stream(self._chat_prompt(messages), kwargs)
 
         async def gen() -> ChatResponseAsyncGen:
-            result = await self._await(future)
-            for chunk in self._completion_chunks(result, stop):
-                yield self._as_chat(chunk)
+            reasoning = ReasoningText()
+            async for event in stream.aevents(self.timeout):
+                yield self._thinking(reasoning, self._dispatched(event))
+                if isinstance(event, StopEvent):
+                    for chunk in self._completion_chunks(event.result, stop):
+                        yield self._as_chat(chunk, thinking=reasoning.text)
 
         return gen()
 

@@ -27,6 +27,8 @@ from mfs_core.backends._hf import quiet_transformers
 from mfs_core.errors import format_validation_error
 from mfs_core.settings import DEMO_MODEL, MFSSettings, UnknownSettingWarning, setting_sources
 from mfs_core.trace import format_reasoning, format_trace, format_vote
+from mfs_core.live import LiveView, write_traces
+from mfs_core.types import DecodeResult
 
 __all__ = ["CPU_DEFAULTS", "DISTRIBUTION", "app", "check_question", "format_trace", "resolve_settings"]
 
@@ -186,6 +188,11 @@ def ask(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole DecodeResult as JSON.")] = False,
+    live: Annotated[
+        Optional[bool], typer.Option("--live/--no-live", help="Show each step on stderr as it finishes (default: on, off with --json).")
+    ] = None,
+    trace_html: Annotated[Optional[Path], typer.Option(help="Write the search tree as a self-contained HTML page.")] = None,
+    trace_png: Annotated[Optional[Path], typer.Option(help="Write the deficits against c_prune per step (PNG).")] = None,
 ) -> None:
     flags = {
         "model": model, "step_beam_size": step_beam_size, "num_rollouts": num_rollouts, "prune_lambda": prune_lambda,
@@ -208,7 +215,8 @@ def ask(
         logger.info("loading %r with the %s backend", settings.model, settings.backend)
         engine = MFSEngine.from_settings(settings)
         logger.info("model ready in %.2f s; decoding", time.perf_counter() - start)
-        result = engine.decode([question])[0]
+        result = engine.decode([question], on_event=LiveView() if (live if live is not None else not as_json) else None)[0]
+        write_traces(result, question, html_path=trace_html, png_path=trace_png)
     except (ValueError, TypeError, OSError, ImportError, RuntimeError) as exc:  # backend errors subclass RuntimeError
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc

@@ -13,6 +13,7 @@ gets the exception, every other decode in the round goes on.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import threading
 import time
@@ -23,9 +24,12 @@ from typing import Any
 
 from mfs_core.backends import Backend, create_backend
 from mfs_core.decoders import Decoder, get_decoder
+from mfs_core.decoders.common import step_sink
+from mfs_core.events import EventCallback, StepEvent, StopEvent, committed_prefix
 from mfs_core.prompts import render_messages, render_question, validate_question
 from mfs_core.settings import MFSSettings
-from mfs_core.types import Continuation, DecodeResult, GenerationRequest
+from mfs_core.streaming import DecodeStream
+from mfs_core.types import Continuation, DecodeResult, GenerationRequest, StepTrace
 
 __all__ = ["EngineStats", "MFSEngine"]
 
@@ -49,12 +53,56 @@ class EngineStats:
     decodes: int = 0
 
 
+class _Listener:
+    """Turns one decode's progress into events for a caller's callback (worker thread).
+
+    Counts the tokens of every round handed to the decoder, receives the decoder's finished
+    steps (:func:`mfs_core.decoders.common.report_step`) and the result, and calls
+    ``callback`` with :class:`StepEvent` / :class:`StopEvent`. A callback that raises is
+    logged and ignored: a listener never fails a decode.
+    """
+
+    def __init__(self, index: int, callback: EventCallback, delimiter: str) -> None:
+        self.index = index
+        self.callback = callback
+        self.delimiter = delimiter
+        self.started = time.perf_counter()
+        self.prompt_tokens = 0
+        self.output_tokens = 0
+        self.committed = ""
+
+    def count(self, outputs: list[list[Continuation]]) -> None:
+        for conts in outputs:
+            self.prompt_tokens += conts[0].prompt_tokens if conts else 0
+            self.output_tokens += sum(c.num_tokens for c in conts)
+
+    def on_step(self, step: StepTrace, beams: Sequence[str]) -> None:
+        if beams:
+            self.committed = committed_prefix(beams, self.delimiter)
+        event = StepEvent(
+            index=self.index, step=copy.deepcopy(step), beams=tuple(beams), committed=self.committed,
+            prompt_tokens=self.prompt_tokens, output_tokens=self.output_tokens,
+            elapsed_seconds=time.perf_counter() - self.started,
+        )
+        self._emit(event)
+
+    def on_stop(self, result: DecodeResult) -> None:
+        self._emit(StopEvent(index=self.index, result=result, elapsed_seconds=time.perf_counter() - self.started))
+
+    def _emit(self, event: StepEvent | StopEvent) -> None:
+        try:
+            self.callback(event)
+        except Exception:  # a listener's bug must not fail the decode or stop the worker
+            logger.warning("decode event listener raised; event dropped", exc_info=True)
+
+
 @dataclass
 class _Job:
     decoder: Decoder
     future: Future
     started: float = field(default_factory=time.perf_counter)
     pending: list[GenerationRequest] | None = None
+    listener: _Listener | None = None
 
 
 class _Scheduler:
@@ -67,8 +115,9 @@ class _Scheduler:
         self._cond = threading.Condition()
         self._worker: threading.Thread | None = None
 
-    def submit(self, decoders: Sequence[Decoder]) -> list[Future]:
-        jobs = [_Job(decoder=d, future=Future()) for d in decoders]
+    def submit(self, decoders: Sequence[Decoder], listeners: Sequence[_Listener | None] | None = None) -> list[Future]:
+        listeners = listeners if listeners is not None else [None] * len(decoders)
+        jobs = [_Job(decoder=d, future=Future(), listener=listener) for d, listener in zip(decoders, listeners)]
         with self._cond:
             self._incoming.extend(jobs)
             if self._worker is None or not self._worker.is_alive():
@@ -80,7 +129,12 @@ class _Scheduler:
     def _advance(self, job: _Job, outputs: list[list[Continuation]] | None) -> bool:
         """Send ``outputs`` (None: start) to the job; True while it still runs."""
         try:
-            requests = job.decoder.send(outputs) if outputs is not None else next(job.decoder)
+            if job.listener is None:
+                requests = job.decoder.send(outputs) if outputs is not None else next(job.decoder)
+            else:
+                job.listener.count(outputs or [])
+                with step_sink(job.listener.on_step):
+                    requests = job.decoder.send(outputs) if outputs is not None else next(job.decoder)
         except StopIteration as stop:
             result: DecodeResult = stop.value
             result = replace(
@@ -90,6 +144,8 @@ class _Scheduler:
                 wall_seconds=time.perf_counter() - job.started,
             )
             self.stats.decodes += 1
+            if job.listener is not None:
+                job.listener.on_stop(result)
             job.future.set_result(result)
             return False
         except Exception as exc:  # a bad decode fails alone
@@ -219,9 +275,25 @@ class MFSEngine:
         return render_messages(messages, self.backend, settings or self.settings)
 
     def submit_prompts(
-        self, prompts: Sequence[str], *, settings: MFSSettings | None = None, method: str = "mfs"
+        self,
+        prompts: Sequence[str],
+        *,
+        settings: MFSSettings | None = None,
+        method: str = "mfs",
+        on_event: EventCallback | None = None,
     ) -> list[Future]:
         """Start decoding already-rendered model ``prompts``; one future per prompt.
+
+        Args:
+            prompts: P rendered model prompts.
+            settings: decoder settings (default: the engine's).
+            method: registered decoder name.
+            on_event: called with each decode's :class:`~mfs_core.events.StepEvent` after
+                every finished step and its :class:`~mfs_core.events.StopEvent` before its
+                future completes, **on the engine's worker thread**: it must be quick and
+                thread-safe (see :meth:`stream_prompts` for delivery to your own thread or
+                event loop). None (default) costs nothing. Events never change the
+                batching: the same backend calls, the same results.
 
         Raises:
             ValueError / TypeError: an empty prompt list or prompt, an unknown method.
@@ -236,21 +308,76 @@ class MFSEngine:
             raise ValueError(msg)
         for prompt in prompts:
             validate_question(prompt)
-        return self._scheduler.submit([factory(prompt, settings) for prompt in prompts])
+        listeners = None
+        if on_event is not None:
+            listeners = [_Listener(i, on_event, settings.step_delimiter) for i in range(len(prompts))]
+        return self._scheduler.submit([factory(prompt, settings) for prompt in prompts], listeners)
+
+    def stream_prompts(
+        self, prompts: Sequence[str], *, settings: MFSSettings | None = None, method: str = "mfs"
+    ) -> DecodeStream:
+        """Start decoding ``prompts`` and return their events as they happen.
+
+        The decodes start at the call. Iterate the returned stream on any thread
+        (``for event in stream``) or event loop (``async for event in stream.aevents()``):
+        per decode a :class:`~mfs_core.events.StepEvent` after each finished step, then a
+        :class:`~mfs_core.events.StopEvent` holding the result; ``stream.results()`` gives
+        the results in prompt order.
+
+        Example:
+            >>> for event in engine.stream_prompts([engine.render("2 + 3 = ?")]):  # doctest: +SKIP
+            ...     print(event)
+
+        Raises:
+            ValueError / TypeError: as :meth:`submit_prompts`. Iterating raises the first
+                decode's exception after the last event.
+        """
+        stream = DecodeStream()
+        stream.attach(self.submit_prompts(prompts, settings=settings, method=method, on_event=stream.put))
+        return stream
 
     def decode_prompts(
-        self, prompts: Sequence[str], *, settings: MFSSettings | None = None, method: str = "mfs"
+        self,
+        prompts: Sequence[str],
+        *,
+        settings: MFSSettings | None = None,
+        method: str = "mfs",
+        on_event: EventCallback | None = None,
     ) -> list[DecodeResult]:
         """Decode already-rendered model ``prompts`` together; blocks until all are done.
+
+        Args:
+            prompts: P rendered model prompts.
+            settings: decoder settings (default: the engine's).
+            method: registered decoder name.
+            on_event: called on **this** thread with every decode event as it happens
+                (:mod:`mfs_core.events`; ``event.index`` is the prompt's position).
 
         Raises:
             The first exception among the decodes (the others still complete).
         """
-        futures = self.submit_prompts(prompts, settings=settings, method=method)
-        return [future.result() for future in futures]
+        if on_event is None:
+            futures = self.submit_prompts(prompts, settings=settings, method=method)
+            return [future.result() for future in futures]
+        stream = self.stream_prompts(prompts, settings=settings, method=method)
+        events = iter(stream)
+        while True:
+            try:
+                event = next(events)
+            except StopIteration:
+                break
+            except Exception:  # a failed decode: results() raises it, as without events
+                break
+            on_event(event)
+        return stream.results()
 
     def decode(
-        self, questions: Sequence[str], *, settings: MFSSettings | None = None, method: str = "mfs"
+        self,
+        questions: Sequence[str],
+        *,
+        settings: MFSSettings | None = None,
+        method: str = "mfs",
+        on_event: EventCallback | None = None,
     ) -> list[DecodeResult]:
         """Decode ``questions`` (rendered by ``settings.prompt_format``) in lockstep.
 
@@ -258,6 +385,9 @@ class MFSEngine:
             questions: Q questions, each a non-blank string.
             settings: decoder settings for these decodes (default: the engine's).
             method: registered decoder name (``"mfs"``; baselines when installed).
+            on_event: called on this thread with each decode event as it happens
+                (:class:`~mfs_core.events.StepEvent` per finished step, then
+                :class:`~mfs_core.events.StopEvent`); None (default) costs nothing.
 
         Returns:
             Q results, in order, each with ``flops = 6·output_tokens·num_parameters``.
@@ -274,22 +404,47 @@ class MFSEngine:
             msg = "questions must not be empty, got []"
             raise ValueError(msg)
         prompts = [self.render(q, settings) for q in questions]
-        return self.decode_prompts(prompts, settings=settings, method=method)
+        return self.decode_prompts(prompts, settings=settings, method=method, on_event=on_event)
 
     async def adecode_prompts(
-        self, prompts: Sequence[str], *, settings: MFSSettings | None = None, method: str = "mfs"
+        self,
+        prompts: Sequence[str],
+        *,
+        settings: MFSSettings | None = None,
+        method: str = "mfs",
+        on_event: EventCallback | None = None,
     ) -> list[DecodeResult]:
-        """Async :meth:`decode_prompts`: awaits the worker without blocking the event loop."""
-        futures = self.submit_prompts(prompts, settings=settings, method=method)
-        return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in futures)))
+        """Async :meth:`decode_prompts`: awaits the worker without blocking the event loop.
+
+        ``on_event`` (if given) is called on this event loop's thread with every event.
+        """
+        if on_event is None:
+            futures = self.submit_prompts(prompts, settings=settings, method=method)
+            return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in futures)))
+        stream = self.stream_prompts(prompts, settings=settings, method=method)
+        events = stream.aevents()
+        while True:
+            try:
+                event = await events.__anext__()
+            except StopAsyncIteration:
+                break
+            except Exception:  # a failed decode: results() raises it, as without events
+                break
+            on_event(event)
+        return stream.results()
 
     async def adecode(
-        self, questions: Sequence[str], *, settings: MFSSettings | None = None, method: str = "mfs"
+        self,
+        questions: Sequence[str],
+        *,
+        settings: MFSSettings | None = None,
+        method: str = "mfs",
+        on_event: EventCallback | None = None,
     ) -> list[DecodeResult]:
-        """Async :meth:`decode`."""
+        """Async :meth:`decode` (``on_event`` runs on the event loop's thread)."""
         settings = settings or self.settings
         if isinstance(questions, str) or not questions:
             msg = f"questions must be a non-empty list of strings, got {questions!r:.60}"
             raise ValueError(msg)
         prompts = [self.render(q, settings) for q in questions]
-        return await self.adecode_prompts(prompts, settings=settings, method=method)
+        return await self.adecode_prompts(prompts, settings=settings, method=method, on_event=on_event)

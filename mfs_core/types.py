@@ -156,6 +156,10 @@ class StepTrace:
         max_step_value: largest step value among the scored candidates (nats), or None.
         stop_epsilon: ``ε_stop`` the convergence test compares ``max_step_value`` to.
         converged: the convergence test fired at this step.
+        beam_sources: for each beam of the next step, in beam order, the index in
+            ``candidates`` of the candidate it extends (the next step's
+            ``Candidate.beam_index`` indexes this list); empty where a decoder does not
+            record it (φ-Decoding) and in traces written before it existed.
     """
 
     step: int
@@ -167,6 +171,7 @@ class StepTrace:
     max_step_value: float | None = None
     stop_epsilon: float | None = None
     converged: bool = False
+    beam_sources: list[int] = field(default_factory=list)
 
     @property
     def num_pruned(self) -> int:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +15,10 @@ from mfs_core.answers import extract_answer, majority_vote
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, DecodeResult, GenerationRequest, StepTrace
 
-__all__ = ["Decoder", "TokenTally", "decode_rng", "finish_result", "prompt_key", "request_seed"]
+__all__ = [
+    "Decoder", "StepSink", "TokenTally", "decode_rng", "finish_result", "prompt_key", "report_step", "request_seed",
+    "step_sink",
+]
 
 Decoder = Generator[list[GenerationRequest], list[list[Continuation]], DecodeResult]
 """A decoder coroutine: yields request lists, is sent their continuations, returns the result."""
@@ -31,6 +36,36 @@ def decode_rng(settings: MFSSettings, prompt: str) -> np.random.Generator:
     prompts of one batch draw independent streams (numpy ``SeedSequence`` of both numbers).
     """
     return np.random.default_rng([settings.seed % 2**64, prompt_key(prompt)])
+StepSink = Callable[[StepTrace, Sequence[str]], None]
+"""Receives a finished step's trace and the live beam texts after it."""
+
+_STEP_SINK: ContextVar[StepSink | None] = ContextVar("mfs_step_sink", default=None)
+
+
+def report_step(step: StepTrace, beams: Sequence[str]) -> None:
+    """Hand a finished step to whoever listens to the running decode; a no-op otherwise.
+
+    A decoder calls it once per step, after the step's last round (selection and the
+    convergence test done). The engine listens through :func:`step_sink` while it advances
+    a decoder whose caller asked for events (:mod:`mfs_core.events`).
+
+    Args:
+        step: the finished step's trace (the listener copies what it keeps).
+        beams: texts of the live beams after the step, in beam order.
+    """
+    sink = _STEP_SINK.get()
+    if sink is not None:
+        sink(step, beams)
+
+
+@contextmanager
+def step_sink(sink: StepSink) -> Iterator[None]:
+    """Route :func:`report_step` calls made inside the block (on this thread) to ``sink``."""
+    token = _STEP_SINK.set(sink)
+    try:
+        yield
+    finally:
+        _STEP_SINK.reset(token)
 
 
 def request_seed(rng: np.random.Generator) -> int:

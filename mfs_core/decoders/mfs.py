@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mfs_core import martingale
-from mfs_core.decoders.common import Decoder, TokenTally, decode_rng, finish_result, request_seed
+from mfs_core.decoders.common import Decoder, TokenTally, decode_rng, finish_result, report_step, request_seed
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Candidate, Continuation, GenerationRequest, StepTrace
 
@@ -93,6 +93,8 @@ def decode_mfs(prompt: str, settings: MFSSettings) -> Decoder:
     stop_reason = "max_steps"
 
     for t in range(s.max_steps):
+        if trace:  # the previous step is done: tell a listening engine (mfs_core.events)
+            report_step(trace[-1], [beam.text for beam in beams])
         # 2. Sample N candidates per beam (the root's M copies are one request, n = M·N).
         requests = [
             GenerationRequest(
@@ -190,9 +192,11 @@ def decode_mfs(prompt: str, settings: MFSSettings) -> Decoder:
             values.tolist(), slots, s.selection_temperature, rng, top_k=s.selection == "top_k"
         )
         new_beams = []
+        position = {id(cand): k for k, cand in enumerate(candidates)}
         for i in chosen:
             cand = survivors[i]
             cand.selected = True
+            step.beam_sources.append(position[id(cand)])
             new_beams.append(
                 _Beam(text=beams[cand.beam_index].text + cand.text + s.step_delimiter, quality=cand.foresight_quality,
                       step_logprob=cand.step_logprob, rollout=cand.rollout)
@@ -202,6 +206,9 @@ def decode_mfs(prompt: str, settings: MFSSettings) -> Decoder:
             step.converged = True
             stop_reason = "converged"
             break
+
+    if trace:
+        report_step(trace[-1], [beam.text for beam in beams])
 
     # 8. Finish without extra tokens: a beam's rollout already completes it. Only the root
     # (a convergence stop at t = 0 with min_steps = 0) has none and is sampled to the end.

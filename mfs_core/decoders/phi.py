@@ -55,7 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mfs_core.answers import extract_answer
-from mfs_core.decoders.common import Decoder, TokenTally, decode_rng, request_seed
+from mfs_core.decoders.common import Decoder, TokenTally, decode_rng, report_step, request_seed
 from mfs_core.martingale import selection_weights
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Candidate, DecodeResult, GenerationRequest, StepTrace
@@ -204,6 +204,8 @@ def decode_phi(prompt: str, settings: MFSSettings, config: PhiConfig | None = No
         if not open_beams:
             stop_reason = "all_finished"
             break
+        if trace:  # the previous step is done: tell a listening engine (mfs_core.events)
+            report_step(trace[-1], [beam.text for beam in beams if not beam.closed])
         requests = sample([beams[b].text for b in open_beams], s.num_rollouts, s.max_step_tokens, (delim, end))
         outputs = yield requests
         tally.add(requests, outputs)
@@ -258,6 +260,9 @@ def decode_phi(prompt: str, settings: MFSSettings, config: PhiConfig | None = No
         for x in chosen:
             x.selected = True
         beams = new_beams
+
+    if trace:
+        report_step(trace[-1], [beam.text for beam in beams if not beam.closed])
 
     # Complete the open beams; a closed beam is already complete.
     open_beams = [b for b, beam in enumerate(beams) if not beam.closed]

@@ -192,16 +192,24 @@ def test_streaming_true_fires_a_callback_per_chunk(backend: ScriptedBackend) -> 
     class Recorder(BaseCallbackHandler):
         def __init__(self) -> None:
             self.tokens: list[str] = []
+            self.reasoning: list[str] = []
 
         def on_llm_new_token(self, token: str, **kwargs: Any) -> None:
             self.tokens.append(token)
+            self.reasoning.append(kwargs["chunk"].message.additional_kwargs.get("reasoning_content", ""))
 
     recorder = Recorder()
     chat = ChatMFS(engine=MFSEngine(backend, SETTINGS), streaming=True)
     message = chat.invoke("What is 2 + 2?", config={"callbacks": [recorder]})
     assert message.content == ANSWER
     assert "".join(recorder.tokens) == ANSWER
-    assert len(recorder.tokens) == len(ANSWER.replace("\n", " ").split())
+    # One reasoning chunk per step (one here: every candidate finishes) and one at the stop,
+    # then one chunk per word of the answer.
+    assert recorder.tokens[:2] == ["", ""]
+    assert recorder.reasoning[0].startswith("[step 0: 4 sampled, 4 finished")
+    assert recorder.reasoning[1].startswith("[stop: all_finished after 1 step; answer 4")
+    assert len(recorder.tokens) == 2 + len(ANSWER.replace("\n", " ").split())
+    assert message.additional_kwargs["reasoning_content"] == "".join(recorder.reasoning)
 
 
 async def test_astream_and_stop(chat: ChatMFS) -> None:

@@ -280,8 +280,13 @@ async def test_async_entry_points_match_the_sync_ones(llm: MFSLLM) -> None:
     assert (await llm.achat(messages)).message.content == ANSWER_TEXT
     deltas = [c.delta async for c in await llm.astream_complete(QUESTION)]
     assert deltas == list(stream_chunks(ANSWER_TEXT))
-    chat_deltas = [c.delta async for c in await llm.astream_chat(messages)]
-    assert chat_deltas == deltas
+    chat_chunks = [c async for c in await llm.astream_chat(messages)]
+    answer = [c for c in chat_chunks if "thinking_delta" not in c.additional_kwargs]
+    assert [c.delta for c in answer] == deltas
+    # Before the answer, the search: one thinking chunk per step and one at the stop.
+    thinking = chat_chunks[: len(chat_chunks) - len(answer)]
+    assert [c.delta for c in thinking] == [""] * len(thinking) and len(thinking) >= 2
+    assert thinking[-1].additional_kwargs["thinking_delta"].startswith("[stop: ")
 
 
 class _GatedBackend(ScriptedBackend):
