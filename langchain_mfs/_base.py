@@ -162,6 +162,8 @@ class MFSParams(BaseModel):
     """Apply width pruning (default True)."""
     early_stopping: bool = _DEFAULTS["early_stopping"]
     """Apply the martingale convergence stop (default True)."""
+    generate_timeout: float | None = _DEFAULTS["generate_timeout"]
+    """Most seconds one backend call of a decode may take (default None: no limit)."""
 
     # --- the adapter -------------------------------------------------------------------
     method: str = "mfs"

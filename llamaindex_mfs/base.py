@@ -167,6 +167,7 @@ class MFSLLM(CustomLLM):
     max_finished_fraction: Optional[float] = _setting("max_finished_fraction")
     width_pruning: Optional[bool] = _setting("width_pruning")
     early_stopping: Optional[bool] = _setting("early_stopping")
+    generate_timeout: Optional[float] = _setting("generate_timeout")
 
     _base: MFSSettings = PrivateAttr()
     _has_chat_template: bool = PrivateAttr(default=False)

@@ -205,6 +205,14 @@ class MFSSettings(BaseSettings):
     width_pruning: bool = Field(default=True, description="Apply width pruning (off: the paper's 'w/o pruning' ablation).")
     early_stopping: bool = Field(default=True, description="Apply the convergence stop (off: the 'w/o stopping' ablation).")
 
+    # --- engine ------------------------------------------------------------------------
+    generate_timeout: float | None = Field(
+        default=None,
+        gt=0.0,
+        description="Most seconds one backend.generate call of this decode may take before the engine gives up on "
+        "it and retries the round's decodes one at a time (None: no limit).",
+    )
+
     @model_validator(mode="after")
     def _check_across_fields(self) -> MFSSettings:
         if not self.model.strip():
