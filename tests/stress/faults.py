@@ -46,6 +46,8 @@ class FaultyBackend:
         fault: called after the synthetic model answered call ``call_index`` (from 0) with
             ``outputs``; returns the outputs to hand back (possibly altered), or raises.
         before: called before the call is answered (e.g. to hang); optional.
+        record: keep every call's requests in :attr:`calls` (off for memory tests; the
+            call count is kept either way).
 
     Attributes:
         calls: the requests of every call, in order (faulty ones included).
@@ -55,20 +57,26 @@ class FaultyBackend:
         self,
         fault: Callable[[int, list[GenerationRequest], list[list[Continuation]]], object] | None = None,
         before: Callable[[int, list[GenerationRequest]], None] | None = None,
+        *,
+        record: bool = True,
     ) -> None:
         self._inner = synthetic_model()
         self._fault = fault
         self._before = before
         self._lock = threading.Lock()
         self.calls: list[list[GenerationRequest]] = []
+        self.num_calls = 0
+        self._record = record
         self.model_name = "faulty"
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Continuation]]:
         """The synthetic model's answer, passed through the fault."""
         requests = list(requests)
         with self._lock:
-            index = len(self.calls)
-            self.calls.append(requests)
+            index = self.num_calls
+            self.num_calls += 1
+            if self._record:
+                self.calls.append(requests)
         if self._before is not None:
             self._before(index, requests)
         with self._lock:
