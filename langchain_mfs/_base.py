@@ -176,6 +176,8 @@ class MFSParams(BaseModel):
     """Apply the martingale convergence stop (default True)."""
     convergence_finish: Literal["parent_beams", "converged_rollouts"] = _DEFAULTS["convergence_finish"]
     """On convergence, finish from the parent beams (default) or from the converged step's beams."""
+    generate_timeout: float | None = _DEFAULTS["generate_timeout"]
+    """Most seconds one backend call of a decode may take (default None: no limit)."""
 
     # --- the adapter -------------------------------------------------------------------
     method: str = "mfs"

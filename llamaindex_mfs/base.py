@@ -195,6 +195,7 @@ class MFSLLM(CustomLLM):
     width_pruning: Optional[bool] = _setting("width_pruning")
     early_stopping: Optional[bool] = _setting("early_stopping")
     convergence_finish: Optional[Literal["parent_beams", "converged_rollouts"]] = _setting("convergence_finish")
+    generate_timeout: Optional[float] = _setting("generate_timeout")
 
     _base: MFSSettings = PrivateAttr()
     _has_chat_template: bool = PrivateAttr(default=False)

@@ -15,14 +15,17 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import math
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeoutError
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mfs_core.backends import Backend, create_backend
+from mfs_core.backends.base import BackendOutputError, GenerateTimeoutError
 from mfs_core.decoders import Decoder, get_decoder
 from mfs_core.decoders.common import step_sink
 from mfs_core.events import EventCallback, StepEvent, StopEvent, committed_prefix
@@ -31,7 +34,7 @@ from mfs_core.settings import MFSSettings
 from mfs_core.streaming import DecodeStream
 from mfs_core.types import Continuation, DecodeResult, GenerationRequest, StepTrace
 
-__all__ = ["EngineStats", "MFSEngine"]
+__all__ = ["DecodeFuture", "EngineStats", "MFSEngine", "check_outputs"]
 
 logger = logging.getLogger(__name__)
 
@@ -96,28 +99,109 @@ class _Listener:
             logger.warning("decode event listener raised; event dropped", exc_info=True)
 
 
+class DecodeFuture(Future):
+    """The future of one decode (a :class:`concurrent.futures.Future`).
+
+    Once the engine has started a decode it can no longer be cancelled in the
+    ``concurrent.futures`` sense; :meth:`abandon` asks the engine to drop it at the end of
+    the round in flight instead, so an impatient caller stops costing model calls.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.abandoned = False
+
+    def abandon(self, reason: str = "the caller abandoned the decode") -> None:
+        """Drop this decode at the next round boundary; its result becomes ``CancelledError``.
+
+        A no-op when the decode is already done. Thread-safe (a flag read by the worker).
+        """
+        if not self.done():
+            self.abandon_reason = reason
+            self.abandoned = True
+            self.cancel()  # succeeds while the worker has not taken the decode up yet
+
+
 @dataclass
 class _Job:
     decoder: Decoder
-    future: Future
+    future: DecodeFuture
+    timeout: float | None = None
     started: float = field(default_factory=time.perf_counter)
     pending: list[GenerationRequest] | None = None
     listener: _Listener | None = None
 
 
+def check_outputs(requests: Sequence[GenerationRequest], outputs: object) -> list[list[Continuation]]:
+    """Check that a backend answered ``requests`` in the shape of the protocol.
+
+    Args:
+        requests: the R requests of one ``generate`` call.
+        outputs: what the backend returned.
+
+    Returns:
+        ``outputs``, unchanged, when it holds R lists with ``requests[r].n`` continuations
+        each, every one with a finite ``logprob_sum`` (nats).
+
+    Raises:
+        BackendOutputError: the first violation, naming the request and the value.
+    """
+    if not isinstance(outputs, list) or len(outputs) != len(requests):
+        size = len(outputs) if isinstance(outputs, list) else type(outputs).__name__
+        msg = f"backend returned {size} results for {len(requests)} requests"
+        raise BackendOutputError(msg)
+    for index, (request, conts) in enumerate(zip(requests, outputs)):
+        if not isinstance(conts, list) or len(conts) != request.n:
+            size = len(conts) if isinstance(conts, list) else type(conts).__name__
+            msg = f"backend returned {size} continuations for request {index} with n={request.n}"
+            raise BackendOutputError(msg)
+        for cont in conts:
+            if not math.isfinite(cont.logprob_sum):
+                msg = (
+                    f"backend returned logprob_sum={cont.logprob_sum} for request {index} "
+                    f"(a log-probability must be finite, in (-inf, 0] nats)"
+                )
+                raise BackendOutputError(msg)
+    return outputs
+
+
 class _Scheduler:
-    """Owns a backend and a worker thread that runs decoders in lockstep."""
+    """Owns a backend and a worker thread that runs decoders in lockstep.
+
+    Failure handling (each case has a test in ``tests/stress``): a round whose batched
+    ``generate`` raises, returns malformed output (:func:`check_outputs`) or outlives the
+    decodes' ``generate_timeout`` is retried one decode at a time, so only the decode that
+    causes it fails; an abandoned decode is dropped at the next round boundary; if the
+    worker thread itself dies, every decode it held fails with a ``RuntimeError`` and the
+    next submission starts a new worker.
+    """
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
         self.stats = EngineStats()
         self._incoming: list[_Job] = []
+        self._live: list[_Job] = []
         self._cond = threading.Condition()
         self._worker: threading.Thread | None = None
+        self._executor: ThreadPoolExecutor | None = None
 
-    def submit(self, decoders: Sequence[Decoder], listeners: Sequence[_Listener | None] | None = None) -> list[Future]:
+    @property
+    def queued(self) -> int:
+        """Decodes submitted and not yet finished (incoming plus live)."""
+        with self._cond:
+            return len(self._incoming) + len(self._live)
+
+    def submit(
+        self,
+        decoders: Sequence[Decoder],
+        listeners: Sequence[_Listener | None] | None = None,
+        timeout: float | None = None,
+    ) -> list[DecodeFuture]:
         listeners = listeners if listeners is not None else [None] * len(decoders)
-        jobs = [_Job(decoder=d, future=Future(), listener=listener) for d, listener in zip(decoders, listeners)]
+        jobs = [
+            _Job(decoder=d, future=DecodeFuture(), listener=listener, timeout=timeout)
+            for d, listener in zip(decoders, listeners)
+        ]
         with self._cond:
             self._incoming.extend(jobs)
             if self._worker is None or not self._worker.is_alive():
@@ -125,6 +209,12 @@ class _Scheduler:
                 self._worker.start()
             self._cond.notify()
         return [job.future for job in jobs]
+
+    def _fail(self, job: _Job, exc: BaseException) -> None:
+        self.stats.decodes += 1
+        if not job.future.done():
+            job.future.set_exception(exc)
+        job.decoder.close()
 
     def _advance(self, job: _Job, outputs: list[list[Continuation]] | None) -> bool:
         """Send ``outputs`` (None: start) to the job; True while it still runs."""
@@ -158,36 +248,87 @@ class _Scheduler:
         job.pending = list(requests)
         return True
 
-    def _generate(self, requests: list[GenerationRequest]) -> list[list[Continuation]]:
+    def _call_backend(self, requests: list[GenerationRequest], timeout: float | None) -> list[list[Continuation]]:
+        """``backend.generate(requests)``, given up after ``timeout`` seconds (None: no limit)."""
+        if timeout is None:
+            return self.backend.generate(requests)
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mfs-generate")
+        call = self._executor.submit(self.backend.generate, requests)
+        try:
+            return call.result(timeout=timeout)
+        except FuturesTimeoutError:
+            # The hung call keeps its thread; later rounds get a fresh one.
+            self._executor.shutdown(wait=False)
+            self._executor = None
+            msg = f"backend.generate did not return within generate_timeout={timeout} s ({len(requests)} requests)"
+            raise GenerateTimeoutError(msg) from None
+
+    def _generate(self, requests: list[GenerationRequest], timeout: float | None = None) -> list[list[Continuation]]:
         start = time.perf_counter()
         try:
-            return self.backend.generate(requests)
+            return check_outputs(requests, self._call_backend(requests, timeout))
         finally:
             self.stats.generate_calls += 1
             self.stats.generate_seconds += time.perf_counter() - start
             self.stats.requests += len(requests)
 
     def _run(self) -> None:
-        live: list[_Job] = []
-        while True:
+        try:
+            self._loop()
+        except BaseException as exc:  # noqa: BLE001 - the worker must never strand a caller
+            logger.error("the engine worker died: %r", exc, exc_info=True)
             with self._cond:
-                while not live and not self._incoming:
-                    if not self._cond.wait(timeout=30.0) and not self._incoming:
-                        self._worker = None
-                        return
-                incoming, self._incoming = self._incoming, []
-            # A future its caller cancelled before the worker took it up is dropped; once
-            # running it can no longer be cancelled, so set_result never meets a cancelled one.
-            started = [job for job in incoming if job.future.set_running_or_notify_cancel()]
-            for job in incoming:
-                if job not in started:
-                    job.decoder.close()
-            live.extend(job for job in started if self._advance(job, None))
+                stranded, self._live = self._live, []
+                stranded += self._incoming
+                self._incoming = []
+                self._worker = None
+            for job in stranded:
+                error = RuntimeError(f"the engine worker died during this decode: {exc!r}")
+                try:
+                    self._fail(job, error)
+                except Exception:  # noqa: BLE001 - a closing decoder must not stop the others
+                    logger.debug("closing a stranded decoder failed", exc_info=True)
+
+    def _take_incoming(self) -> bool:
+        """Move new submissions into the live set; False when the worker should exit."""
+        with self._cond:
+            while not self._live and not self._incoming:
+                if not self._cond.wait(timeout=30.0) and not self._incoming:
+                    self._worker = None
+                    return False
+            incoming, self._incoming = self._incoming, []
+        # A future its caller cancelled before the worker took it up is dropped; once
+        # running it can no longer be cancelled, so set_result never meets a cancelled one.
+        started = [job for job in incoming if job.future.set_running_or_notify_cancel()]
+        for job in incoming:
+            if job not in started:
+                job.decoder.close()
+        for job in started:
+            if self._advance(job, None):
+                self._live.append(job)
+        return True
+
+    def _drop_abandoned(self) -> None:
+        kept = []
+        for job in self._live:
+            if job.future.abandoned:
+                self._fail(job, CancelledError(getattr(job.future, "abandon_reason", "abandoned")))
+            else:
+                kept.append(job)
+        self._live = kept
+
+    def _loop(self) -> None:
+        while self._take_incoming():
+            self._drop_abandoned()
+            live = self._live
             if not live:
                 continue
             batch = [request for job in live for request in job.pending]
+            timeouts = [job.timeout for job in live if job.timeout is not None]
+            timeout = min(timeouts) if timeouts else None
             try:
-                outputs = self._generate(batch)
+                outputs = self._generate(batch, timeout)
             except Exception:
                 logger.debug("batched generate failed; retrying each decode alone", exc_info=True)
                 outputs = None
@@ -199,16 +340,17 @@ class _Scheduler:
                     share = outputs[offset : offset + count]
                     offset += count
                 else:
+                    if job.future.abandoned:
+                        self._fail(job, CancelledError(getattr(job.future, "abandon_reason", "abandoned")))
+                        continue
                     try:
-                        share = self._generate(job.pending)
+                        share = self._generate(job.pending, job.timeout)
                     except Exception as exc:
-                        self.stats.decodes += 1
-                        job.future.set_exception(exc)
-                        job.decoder.close()
+                        self._fail(job, exc)
                         continue
                 if self._advance(job, share):
                     still_live.append(job)
-            live = still_live
+            self._live = still_live
 
 
 _SCHEDULERS: dict[tuple, _Scheduler] = {}
@@ -281,7 +423,7 @@ class MFSEngine:
         settings: MFSSettings | None = None,
         method: str = "mfs",
         on_event: EventCallback | None = None,
-    ) -> list[Future]:
+    ) -> list[DecodeFuture]:
         """Start decoding already-rendered model ``prompts``; one future per prompt.
 
         Args:
@@ -294,6 +436,9 @@ class MFSEngine:
                 thread-safe (see :meth:`stream_prompts` for delivery to your own thread or
                 event loop). None (default) costs nothing. Events never change the
                 batching: the same backend calls, the same results.
+
+            Each decode's ``backend.generate`` calls are bounded by
+            ``settings.generate_timeout`` (seconds; None: no limit).
 
         Raises:
             ValueError / TypeError: an empty prompt list or prompt, an unknown method.
@@ -311,7 +456,9 @@ class MFSEngine:
         listeners = None
         if on_event is not None:
             listeners = [_Listener(i, on_event, settings.step_delimiter) for i in range(len(prompts))]
-        return self._scheduler.submit([factory(prompt, settings) for prompt in prompts], listeners)
+        return self._scheduler.submit(
+            [factory(prompt, settings) for prompt in prompts], listeners, timeout=settings.generate_timeout
+        )
 
     def stream_prompts(
         self, prompts: Sequence[str], *, settings: MFSSettings | None = None, method: str = "mfs"
@@ -343,6 +490,7 @@ class MFSEngine:
         settings: MFSSettings | None = None,
         method: str = "mfs",
         on_event: EventCallback | None = None,
+        timeout: float | None = None,
     ) -> list[DecodeResult]:
         """Decode already-rendered model ``prompts`` together; blocks until all are done.
 
@@ -352,20 +500,37 @@ class MFSEngine:
             method: registered decoder name.
             on_event: called on **this** thread with every decode event as it happens
                 (:mod:`mfs_core.events`; ``event.index`` is the prompt's position).
+            timeout: most seconds to wait for all P results (None: no limit). On expiry
+                the decodes are abandoned (dropped at the next round boundary, so they stop
+                costing model calls) and ``TimeoutError`` is raised.
 
         Raises:
+            TimeoutError: ``timeout`` passed first.
             The first exception among the decodes (the others still complete).
         """
         if on_event is None:
             futures = self.submit_prompts(prompts, settings=settings, method=method)
-            return [future.result() for future in futures]
+            deadline = None if timeout is None else time.monotonic() + timeout
+            try:
+                return [
+                    future.result(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
+                    for future in futures
+                ]
+            except FuturesTimeoutError:
+                for future in futures:
+                    future.abandon(f"the caller's timeout of {timeout} s passed")
+                msg = f"{len(prompts)} decode(s) did not finish within timeout={timeout} s"
+                raise TimeoutError(msg) from None
         stream = self.stream_prompts(prompts, settings=settings, method=method)
-        events = iter(stream)
+        events = stream.events(timeout)
         while True:
             try:
                 event = next(events)
             except StopIteration:
                 break
+            except TimeoutError:
+                stream.abandon(f"the caller's timeout of {timeout} s passed")
+                raise
             except Exception:  # a failed decode: results() raises it, as without events
                 break
             on_event(event)
@@ -378,6 +543,7 @@ class MFSEngine:
         settings: MFSSettings | None = None,
         method: str = "mfs",
         on_event: EventCallback | None = None,
+        timeout: float | None = None,
     ) -> list[DecodeResult]:
         """Decode ``questions`` (rendered by ``settings.prompt_format``) in lockstep.
 
@@ -388,6 +554,7 @@ class MFSEngine:
             on_event: called on this thread with each decode event as it happens
                 (:class:`~mfs_core.events.StepEvent` per finished step, then
                 :class:`~mfs_core.events.StopEvent`); None (default) costs nothing.
+            timeout: most seconds to wait (None: no limit); see :meth:`decode_prompts`.
 
         Returns:
             Q results, in order, each with ``flops = 6·output_tokens·num_parameters``.
@@ -395,6 +562,7 @@ class MFSEngine:
         Raises:
             ValueError / TypeError: an empty list or question (naming it), an unknown method,
                 a prompt over the context window.
+            TimeoutError: ``timeout`` passed first.
         """
         settings = settings or self.settings
         if isinstance(questions, str):
@@ -404,7 +572,7 @@ class MFSEngine:
             msg = "questions must not be empty, got []"
             raise ValueError(msg)
         prompts = [self.render(q, settings) for q in questions]
-        return self.decode_prompts(prompts, settings=settings, method=method, on_event=on_event)
+        return self.decode_prompts(prompts, settings=settings, method=method, on_event=on_event, timeout=timeout)
 
     async def adecode_prompts(
         self,
@@ -417,20 +585,31 @@ class MFSEngine:
         """Async :meth:`decode_prompts`: awaits the worker without blocking the event loop.
 
         ``on_event`` (if given) is called on this event loop's thread with every event.
+        Cancelling the awaiting task (``task.cancel()``, ``asyncio.wait_for``) abandons the
+        decodes: the engine drops them at the next round boundary.
         """
         if on_event is None:
             futures = self.submit_prompts(prompts, settings=settings, method=method)
-            return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in futures)))
+            try:
+                return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in futures)))
+            except BaseException:
+                for future in futures:
+                    future.abandon("the awaiting task was cancelled or failed")
+                raise
         stream = self.stream_prompts(prompts, settings=settings, method=method)
         events = stream.aevents()
-        while True:
-            try:
-                event = await events.__anext__()
-            except StopAsyncIteration:
-                break
-            except Exception:  # a failed decode: results() raises it, as without events
-                break
-            on_event(event)
+        try:
+            while True:
+                try:
+                    event = await events.__anext__()
+                except StopAsyncIteration:
+                    break
+                except Exception:  # a failed decode: results() raises it, as without events
+                    break
+                on_event(event)
+        except BaseException:
+            stream.abandon("the awaiting task was cancelled or failed")
+            raise
         return stream.results()
 
     async def adecode(

@@ -252,6 +252,14 @@ class MFSSettings(BaseSettings):
         "(the earlier rule, for the ablation).",
     )
 
+    # --- engine ------------------------------------------------------------------------
+    generate_timeout: float | None = Field(
+        default=None,
+        gt=0.0,
+        description="Most seconds one backend.generate call of this decode may take before the engine gives up on "
+        "it and retries the round's decodes one at a time (None: no limit).",
+    )
+
     @model_validator(mode="after")
     def _check_across_fields(self) -> MFSSettings:
         if not self.model.strip():

@@ -83,6 +83,13 @@ class DecodeStream:
         """One future per decode, in prompt order."""
         return list(self._futures)
 
+    def abandon(self, reason: str = "the stream's consumer abandoned it") -> None:
+        """Abandon every decode of the stream that is not done (see ``DecodeFuture.abandon``)."""
+        for future in self._futures:
+            abandon = getattr(future, "abandon", None)
+            if abandon is not None:
+                abandon(reason)
+
     def results(self) -> list[DecodeResult]:
         """The results, in prompt order (blocks until every decode is done).
 

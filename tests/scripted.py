@@ -17,12 +17,15 @@ Token counts are whitespace tokens unless a test passes ``count_tokens`` or give
 from __future__ import annotations
 
 import dataclasses
+import zlib
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Sequence
 
 from mfs_core.types import Continuation, DecodeResult, FinishReason, GenerationRequest
 
-__all__ = ["ScriptedBackend", "continuation", "drive", "whitespace_tokens"]
+__all__ = ["ScriptedBackend", "continuation", "drive", "synthetic_model", "whitespace_tokens"]
+
+END = "<end_of_reasoning>"
 
 Script = Callable[[GenerationRequest], Sequence[Continuation]]
 
@@ -213,3 +216,33 @@ def drive(
             requests = decoder.send(backend.generate(requests))
     except StopIteration as stop:
         return stop.value
+
+
+def _unit(*parts: object) -> float:
+    """A deterministic number in [0, 1) from the parts (a stand-in for a model's randomness)."""
+    return zlib.crc32(repr(parts).encode()) / 2**32
+
+
+def synthetic_model(**kwargs) -> ScriptedBackend:
+    """A scripted 'model' whose outputs depend only on the request (prompt, seed, sample).
+
+    Step requests answer a short step (or the final answer once the path has 3 lines);
+    rollouts answer a number derived from the prompt. Different questions take different
+    numbers of steps, so decodes end at different rounds.
+    """
+
+    def script(request):
+        conts = []
+        for i in range(request.n):
+            u = _unit(request.prompt, request.seed, i)
+            lp = -0.05 - u
+            if request.stop == (END,):
+                answer = int(_unit(request.prompt) * 3)
+                conts.append(continuation(f"The answer is: \\boxed{{{answer}}}.", logprobs=[lp] * 3, stop_reason=END))
+            elif request.prompt.count("\n") >= 2 + int(_unit(request.prompt.split("\n")[0]) * 4):
+                conts.append(continuation("The answer is: \\boxed{9}.", logprobs=[lp] * 2, stop_reason=END))
+            else:
+                conts.append(continuation(f"x{int(u * 5)}", logprobs=[lp] * 2, stop_reason="\n"))
+        return conts
+
+    return ScriptedBackend(script, **kwargs)

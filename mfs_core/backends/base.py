@@ -11,11 +11,24 @@ from typing import Protocol, runtime_checkable
 
 from mfs_core.types import Continuation, GenerationRequest
 
-__all__ = ["Backend", "ContextWindowError"]
+__all__ = ["Backend", "BackendOutputError", "ContextWindowError", "GenerateTimeoutError"]
 
 
 class ContextWindowError(ValueError):
     """A prompt (plus its ``max_tokens``) does not fit the model's context window."""
+
+
+class BackendOutputError(RuntimeError):
+    """A backend answered a ``generate`` call in a shape the protocol does not allow.
+
+    Too few or too many results or continuations, or a log-probability that is NaN or
+    infinite. The engine retries the decodes of such a round one at a time, so only the
+    decode whose requests cause it fails.
+    """
+
+
+class GenerateTimeoutError(TimeoutError):
+    """``backend.generate`` did not return within the decodes' ``generate_timeout`` (seconds)."""
 
 
 @runtime_checkable
