@@ -18,6 +18,7 @@ from langchain_core.language_models import LangSmithParams
 from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
 
 from mfs_core.adapters import engine_for, settings_from_fields
+from mfs_core.answers import AnswerExtractor
 from mfs_core.decoders import get_decoder
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import MFSSettings
@@ -35,6 +36,9 @@ _FRAMEWORK_KEYS = frozenset({"stream"})  # LangChain's own call flag, not a mode
 
 BuildPrompts = Callable[[MFSEngine, MFSSettings], list[str]]
 """Turns the call's input into rendered model prompts with the engine's chat template."""
+
+VoteKey = Callable[[], "AnswerExtractor | None"]
+"""Called after the prompts are built: the key the call's decodes vote by (None: the answer)."""
 
 
 def _rename_max_tokens(values: dict[str, Any]) -> dict[str, Any]:
@@ -122,6 +126,8 @@ class MFSParams(BaseModel):
     """Text that ends one reasoning step (default ``"\\n"``)."""
     end_marker: str = _DEFAULTS["end_marker"]
     """Text that closes an answer (default ``"<end_of_reasoning>"``; the model's EOS also does)."""
+    tool_call_parser: Literal["auto", "hermes", "llama3_json", "mistral"] = _DEFAULTS["tool_call_parser"]
+    """How tool calls are read from the chosen completion (default ``"auto"``: by the chat template)."""
     max_step_tokens: int = _DEFAULTS["max_step_tokens"]
     """Most tokens of one reasoning step (default 64)."""
     max_answer_tokens: int = _DEFAULTS["max_answer_tokens"]
@@ -305,8 +311,13 @@ class MFSParams(BaseModel):
         get_decoder(method)
         return settings_from_fields(_rename_max_tokens(kwargs), base=self.settings), method
 
-    def _decode(self, build: BuildPrompts, kwargs: dict[str, Any]) -> tuple[list[DecodeResult], str]:
+    def _decode(
+        self, build: BuildPrompts, kwargs: dict[str, Any], vote: VoteKey | None = None
+    ) -> tuple[list[DecodeResult], str]:
         """Render the call's prompts, decode them together, wait; results and the model name.
+
+        ``vote``, called after ``build``, gives the key the decodes vote by (None: the
+        extracted answer); ``ChatMFS`` votes over actions when tools are bound.
 
         Raises:
             TimeoutError: the decodes did not finish within ``timeout`` seconds.
@@ -314,7 +325,9 @@ class MFSParams(BaseModel):
         """
         settings, method = self._call_settings(kwargs)
         engine = engine_for(settings, self._engine)
-        futures = engine.submit_prompts(build(engine, settings), settings=settings, method=method)
+        prompts = build(engine, settings)
+        answer_key = vote() if vote is not None else None
+        futures = engine.submit_prompts(prompts, settings=settings, method=method, answer_key=answer_key)
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         results = []
         for future in futures:
@@ -325,7 +338,9 @@ class MFSParams(BaseModel):
                 raise TimeoutError(self._timeout_message(len(futures))) from exc
         return results, engine.backend.model_name
 
-    async def _adecode(self, build: BuildPrompts, kwargs: dict[str, Any]) -> tuple[list[DecodeResult], str]:
+    async def _adecode(
+        self, build: BuildPrompts, kwargs: dict[str, Any], vote: VoteKey | None = None
+    ) -> tuple[list[DecodeResult], str]:
         """Async :meth:`_decode`: loading, rendering and decoding never block the event loop."""
         settings, method = self._call_settings(kwargs)
 
@@ -334,7 +349,8 @@ class MFSParams(BaseModel):
             return engine, build(engine, settings)
 
         engine, prompts = await asyncio.to_thread(prepare)
-        futures = engine.submit_prompts(prompts, settings=settings, method=method)
+        answer_key = vote() if vote is not None else None
+        futures = engine.submit_prompts(prompts, settings=settings, method=method, answer_key=answer_key)
         # Shielded: a timeout or a cancelled caller stops waiting but never cancels the
         # engine's futures, which its worker thread still has to complete.
         waiting = asyncio.gather(*(asyncio.shield(asyncio.wrap_future(future)) for future in futures))

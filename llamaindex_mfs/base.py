@@ -149,6 +149,7 @@ class MFSLLM(CustomLLM):
     system_prompt: Optional[str] = _setting("system_prompt")
     step_delimiter: Optional[str] = _setting("step_delimiter")
     end_marker: Optional[str] = _setting("end_marker")
+    tool_call_parser: Optional[Literal["auto", "hermes", "llama3_json", "mistral"]] = _setting("tool_call_parser")
     max_step_tokens: Optional[int] = _setting("max_step_tokens")
     max_answer_tokens: Optional[int] = _setting("max_answer_tokens")
     step_beam_size: Optional[int] = _setting("step_beam_size")

@@ -13,6 +13,8 @@ gets the exception, every other decode in the round goes on.
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import logging
 import threading
 import time
@@ -21,6 +23,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from mfs_core.answers import AnswerExtractor
 from mfs_core.backends import Backend, create_backend
 from mfs_core.decoders import Decoder, get_decoder
 from mfs_core.prompts import render_messages, render_question, validate_question
@@ -213,20 +216,45 @@ class MFSEngine:
         """The model prompt for ``question`` (see :func:`mfs_core.prompts.render_question`)."""
         return render_question(question, self.backend, settings or self.settings)
 
-    def render_messages(self, messages: Sequence[dict[str, str]], settings: MFSSettings | None = None) -> str:
-        """The model prompt for chat ``messages`` (see :func:`mfs_core.prompts.render_messages`)."""
-        return render_messages(messages, self.backend, settings or self.settings)
+    def render_messages(
+        self,
+        messages: Sequence[dict[str, Any]],
+        settings: MFSSettings | None = None,
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+    ) -> str:
+        """The model prompt for chat ``messages`` and ``tools`` (see :func:`mfs_core.prompts.render_messages`)."""
+        return render_messages(messages, self.backend, settings or self.settings, tools=tools)
 
     def submit_prompts(
-        self, prompts: Sequence[str], *, settings: MFSSettings | None = None, method: str = "mfs"
+        self,
+        prompts: Sequence[str],
+        *,
+        settings: MFSSettings | None = None,
+        method: str = "mfs",
+        answer_key: AnswerExtractor | None = None,
     ) -> list[Future]:
         """Start decoding already-rendered model ``prompts``; one future per prompt.
 
+        Args:
+            prompts: rendered model prompts.
+            settings: decoder settings (default: the engine's).
+            method: registered decoder name.
+            answer_key: what the final vote groups completed paths by (default: the
+                extracted answer); :class:`mfs_core.tools.ActionVote` votes over actions.
+
         Raises:
-            ValueError / TypeError: an empty prompt list or prompt, an unknown method.
+            ValueError / TypeError: an empty prompt list or prompt, an unknown method, or an
+                ``answer_key`` for a decoder that takes none (the message names it).
         """
         settings = settings or self.settings
         factory = get_decoder(method)
+        if answer_key is not None:
+            parameters = inspect.signature(factory).parameters
+            if "answer_key" not in parameters and not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+                msg = f"decoder {method!r} cannot vote over actions (it takes no answer_key); use 'mfs', 'sc' or 'cot'"
+                raise ValueError(msg)
+            factory = functools.partial(factory, answer_key=answer_key)
         if isinstance(prompts, str) or not isinstance(prompts, Sequence):
             msg = f"prompts must be a list of strings, got {type(prompts).__name__}"
             raise TypeError(msg)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mfs_core.answers import extract_answer, majority_vote
+from mfs_core.answers import AnswerExtractor, extract_answer, majority_vote
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, DecodeResult, GenerationRequest, StepTrace
 
@@ -56,14 +56,20 @@ def finish_result(
     stop_reason: str,
     steps: list[StepTrace],
     method: str,
+    answer_key: AnswerExtractor | None = None,
 ) -> DecodeResult:
     """Aggregate completed paths into a :class:`DecodeResult` (MFS_SPEC.md step 9).
 
     ``majority``: the most common extracted answer, ties broken by the highest ``F``; the
     text is that answer's best path (with no answer anywhere: the best-``F`` non-blank path). ``best_quality``: the path with the highest ``F``;
     its vote share is the share of paths that agree with its answer.
+
+    ``answer_key`` replaces :func:`~mfs_core.answers.extract_answer` as what paths are
+    grouped by (None: no vote); with tools bound it is the normalised action of
+    :class:`mfs_core.tools.ActionVote`, so the vote runs over actions.
     """
-    answers = [extract_answer(text) for text in completions]
+    key = answer_key if answer_key is not None else extract_answer
+    answers = [key(text) for text in completions]
     vote = majority_vote(answers, qualities)
     index = vote.index
     if vote.answer is None:
