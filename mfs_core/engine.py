@@ -266,14 +266,21 @@ class MFSEngine:
         return self._scheduler.submit([factory(prompt, settings) for prompt in prompts])
 
     def decode_prompts(
-        self, prompts: Sequence[str], *, settings: MFSSettings | None = None, method: str = "mfs"
+        self,
+        prompts: Sequence[str],
+        *,
+        settings: MFSSettings | None = None,
+        method: str = "mfs",
+        answer_key: AnswerExtractor | None = None,
     ) -> list[DecodeResult]:
         """Decode already-rendered model ``prompts`` together; blocks until all are done.
+
+        ``answer_key``: what the vote groups paths by (see :meth:`submit_prompts`).
 
         Raises:
             The first exception among the decodes (the others still complete).
         """
-        futures = self.submit_prompts(prompts, settings=settings, method=method)
+        futures = self.submit_prompts(prompts, settings=settings, method=method, answer_key=answer_key)
         return [future.result() for future in futures]
 
     def decode(
