@@ -59,10 +59,12 @@ class CallPlan:
         return self.request.prompt_tools() if self.request is not None else None
 
     def messages(self, messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        """``messages`` with the JSON instruction added for structured output."""
+        """``messages`` with the JSON instruction added for structured output (the schema is
+        shown for ``json_schema`` only; ``json_mode`` asks for any object)."""
         if self.response_format is None:
             return list(messages)
-        return add_system_instruction(messages, json_instruction(self.response_format.schema))
+        shown = self.response_format.schema if self.response_format.kind == "json_schema" else None
+        return add_system_instruction(messages, json_instruction(shown))
 
     def render(self, engine: Any, settings: Any, messages: Sequence[dict[str, Any]]) -> str:
         """The model prompt: :meth:`messages` and :meth:`prompt_tools` through ``engine``'s template."""
