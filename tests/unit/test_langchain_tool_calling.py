@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from typing import Any
 
 import pytest
@@ -169,11 +170,18 @@ def test_a_template_without_tools_fails_at_bind_time_pointing_to_the_reasoning_t
         chat.invoke("What is 3 plus 4?", tools=[add])
 
 
-def test_create_agent_fails_when_it_is_built_on_a_model_without_tools() -> None:
-    create_agent = pytest.importorskip("langchain.agents").create_agent
+def test_agents_on_a_model_without_tools_fail_with_the_clear_error() -> None:
+    agents = pytest.importorskip("langchain.agents")
+    prebuilt = pytest.importorskip("langgraph.prebuilt")
     chat = ChatMFS(engine=MFSEngine(ScriptedBackend(calculator_script), SETTINGS))
+    # LangGraph's create_react_agent binds the tools when the agent is built: the error comes then.
+    with warnings.catch_warnings(), pytest.raises(ToolsNotSupportedError, match="MFSReasoningTool"):
+        warnings.simplefilter("ignore")  # create_react_agent is deprecated in favour of create_agent
+        prebuilt.create_react_agent(chat, tools=[add])
+    # langchain's create_agent binds them on each model call: the first call raises it.
+    agent = agents.create_agent(chat, tools=[add])
     with pytest.raises(ToolsNotSupportedError, match="MFSReasoningTool"):
-        create_agent(chat, tools=[add]).invoke({"messages": [HumanMessage("What is 3 plus 4?")]})
+        agent.invoke({"messages": [HumanMessage("What is 3 plus 4?")]})
 
 
 def test_a_create_agent_loop_calls_the_tool_and_answers() -> None:
