@@ -1,8 +1,6 @@
 """``ChatMFS`` tool calling and structured output on a scripted model whose template renders tools.
 
-The script plays the tool-calling demo model's contract: after the assistant prefix it writes
-one reasoning line, then a Hermes ``<tool_call>`` block; once a tool result is in the prompt
-it answers ``The answer is: \\boxed{N}.``. No model is loaded.
+The script (tests/tool_scripts.py) plays the tool-calling demo model's contract. No model is loaded.
 """
 
 from __future__ import annotations
@@ -25,9 +23,9 @@ from mfs_core.settings import MFSSettings
 from mfs_core.tools import ToolsNotSupportedError
 from mfs_core.types import Continuation, GenerationRequest
 from tests.scripted import ScriptedBackend, continuation, hermes_template
+from tests.tool_scripts import STEP_STOP, calculator_script, follow
 
 SETTINGS = MFSSettings(step_beam_size=2, num_rollouts=2, max_steps=2)
-STEP_STOP = ("\n", "<end_of_reasoning>")
 
 
 @tool
@@ -40,30 +38,6 @@ def add(a: int, b: int) -> int:
 def multiply(a: int, b: int) -> int:
     """Multiply two integers."""
     return a * b
-
-
-PREFIX = "The reasoning steps are:\n\n"
-
-
-def follow(target: str, request: GenerationRequest, logprob: float = -0.3) -> list[Continuation]:
-    """A deterministic model writing ``target`` after the assistant prefix: a step request gets
-    its next line, a rollout the rest (ended by EOS)."""
-    written = request.prompt.rsplit(PREFIX, 1)[-1]
-    assert target.startswith(written), (target, written)
-    rest = target[len(written):]
-    if request.stop == STEP_STOP and "\n" in rest:
-        return [continuation(rest.split("\n")[0], mean_logprob=logprob)] * request.n
-    return [continuation(rest, mean_logprob=logprob, finish_reason="eos")] * request.n
-
-
-def calculator_script(request: GenerationRequest) -> list[Continuation]:
-    """A reasoning line and an ``add`` call on the question's numbers; the answer after a tool result."""
-    if "<|tool|>" in request.prompt:
-        result = re.findall(r"<\|tool\|>\n(.*?)\n", request.prompt)[-1]
-        return follow(f"The answer is: \\boxed{{{result}}}.", request)
-    a, b = re.findall(r"\d+", request.prompt.split("<|user|>")[-1])[:2]
-    body = json.dumps({"name": "add", "arguments": {"a": int(a), "b": int(b)}})
-    return follow(f"I add the two numbers with the tool.\n<tool_call>\n{body}\n</tool_call>", request)
 
 
 def tool_chat(script=calculator_script, **fields: Any) -> tuple[ChatMFS, ScriptedBackend]:
