@@ -34,6 +34,7 @@ from langchain_core.runnables.config import (
 from pydantic import BaseModel, ConfigDict, PrivateAttr, SecretStr, model_validator
 
 from mfs_core.adapters import engine_for, rename_max_tokens, settings_from_fields, timeout_message
+from mfs_core.answers import AnswerExtractor
 from mfs_core.errors import unknown_name_message
 from mfs_core.decoders import get_decoder
 from mfs_core.engine import MFSEngine
@@ -62,6 +63,9 @@ _FRAMEWORK_KEYS = frozenset({"stream"})  # LangChain's own call flag, not a mode
 
 BuildPrompts = Callable[[MFSEngine, MFSSettings], list[str]]
 """Turns the call's input into rendered model prompts with the engine's chat template."""
+
+VoteKey = Callable[[], "AnswerExtractor | None"]
+"""Called after the prompts are built: the key the call's decodes vote by (None: the answer)."""
 
 
 class MFSParams(BaseModel):
@@ -132,6 +136,8 @@ class MFSParams(BaseModel):
     """Text that ends one reasoning step (default ``"\\n"``)."""
     end_marker: str = _DEFAULTS["end_marker"]
     """Text that closes an answer (default ``"<end_of_reasoning>"``; the model's EOS also does)."""
+    tool_call_parser: Literal["auto", "hermes", "llama3_json", "mistral"] = _DEFAULTS["tool_call_parser"]
+    """How tool calls are read from the chosen completion (default ``"auto"``: by the chat template)."""
     max_step_tokens: int = _DEFAULTS["max_step_tokens"]
     """Most tokens of one reasoning step (default 64)."""
     max_answer_tokens: int = _DEFAULTS["max_answer_tokens"]
@@ -351,8 +357,13 @@ class MFSParams(BaseModel):
         rest = {key: value for key, value in kwargs.items() if key not in setting_keys}
         return self.model_copy(update={**update, "method": method}), rest
 
-    def _decode(self, build: BuildPrompts, kwargs: dict[str, Any]) -> tuple[list[DecodeResult], str]:
+    def _decode(
+        self, build: BuildPrompts, kwargs: dict[str, Any], vote: VoteKey | None = None
+    ) -> tuple[list[DecodeResult], str]:
         """Render the call's prompts, decode them together, wait; results and the model name.
+
+        ``vote``, called after ``build``, gives the key the decodes vote by (None: the
+        extracted answer); ``ChatMFS`` votes over actions when tools are bound.
 
         Raises:
             TimeoutError: the decodes did not finish within ``timeout`` seconds.
@@ -360,7 +371,9 @@ class MFSParams(BaseModel):
         """
         settings, method = self._call_settings(kwargs)
         engine = engine_for(settings, self._engine)
-        futures = engine.submit_prompts(build(engine, settings), settings=settings, method=method)
+        prompts = build(engine, settings)
+        answer_key = vote() if vote is not None else None
+        futures = engine.submit_prompts(prompts, settings=settings, method=method, answer_key=answer_key)
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         results = []
         for future in futures:
@@ -371,7 +384,9 @@ class MFSParams(BaseModel):
                 raise TimeoutError(self._timeout_message(len(futures))) from exc
         return results, engine.backend.model_name
 
-    async def _adecode(self, build: BuildPrompts, kwargs: dict[str, Any]) -> tuple[list[DecodeResult], str]:
+    async def _adecode(
+        self, build: BuildPrompts, kwargs: dict[str, Any], vote: VoteKey | None = None
+    ) -> tuple[list[DecodeResult], str]:
         """Async :meth:`_decode`: loading, rendering and decoding never block the event loop."""
         settings, method = self._call_settings(kwargs)
 
@@ -380,7 +395,8 @@ class MFSParams(BaseModel):
             return engine, build(engine, settings)
 
         engine, prompts = await asyncio.to_thread(prepare)
-        futures = engine.submit_prompts(prompts, settings=settings, method=method)
+        answer_key = vote() if vote is not None else None
+        futures = engine.submit_prompts(prompts, settings=settings, method=method, answer_key=answer_key)
         # Shielded: a timeout or a cancelled caller stops waiting but never cancels the
         # engine's futures, which its worker thread still has to complete.
         waiting = asyncio.gather(*(asyncio.shield(asyncio.wrap_future(future)) for future in futures))
@@ -390,25 +406,28 @@ class MFSParams(BaseModel):
             raise TimeoutError(self._timeout_message(len(futures))) from exc
         return list(results), engine.backend.model_name
 
-    def _open_stream(self, build: BuildPrompts, kwargs: dict[str, Any]) -> tuple[DecodeStream, str]:
+    def _open_stream(
+        self, build: BuildPrompts, kwargs: dict[str, Any], vote: VoteKey | None = None
+    ) -> tuple[DecodeStream, str]:
         """Render the call's prompt and start its decode; its event stream and the model name.
+
+        ``vote`` as in :meth:`_decode`.
 
         Raises:
             As :meth:`_decode`, before the decode starts.
         """
         settings, method = self._call_settings(kwargs)
         engine = engine_for(settings, self._engine)
-        return engine.stream_prompts(build(engine, settings), settings=settings, method=method), engine.backend.model_name
+        prompts = build(engine, settings)
+        answer_key = vote() if vote is not None else None
+        stream = engine.stream_prompts(prompts, settings=settings, method=method, answer_key=answer_key)
+        return stream, engine.backend.model_name
 
-    async def _aopen_stream(self, build: BuildPrompts, kwargs: dict[str, Any]) -> tuple[DecodeStream, str]:
+    async def _aopen_stream(
+        self, build: BuildPrompts, kwargs: dict[str, Any], vote: VoteKey | None = None
+    ) -> tuple[DecodeStream, str]:
         """Async :meth:`_open_stream`: loading and rendering run off the event loop."""
-        settings, method = self._call_settings(kwargs)
-
-        def start() -> tuple[DecodeStream, str]:
-            engine = engine_for(settings, self._engine)  # may load the model
-            return engine.stream_prompts(build(engine, settings), settings=settings, method=method), engine.backend.model_name
-
-        return await asyncio.to_thread(start)
+        return await asyncio.to_thread(self._open_stream, build, kwargs, vote)
 
     def _events(self, stream: DecodeStream, run_manager: CallbackManagerForLLMRun | None) -> Iterator[DecodeEvent]:
         """The stream's events, each first fired as a custom callback event (:class:`_EventSink`).

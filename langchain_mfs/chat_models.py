@@ -2,24 +2,35 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from operator import itemgetter
+from typing import Any, Literal
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ChatMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ChatMessage, FunctionMessage, ToolMessage
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableMap, RunnablePassthrough
 from pydantic import ConfigDict
 
 from langchain_mfs._base import MFSParams, astream_with_run, stream_with_run
+from langchain_mfs._structured import (
+    ToolKwargs,
+    json_schema_of,
+    message_tool_fields,
+    parse_json_output,
+    parse_tool_output,
+    pop_tool_kwargs,
+    tool_call_chunks,
+    tools_to_openai,
+)
 from mfs_core.adapters import apply_stop, chat_message, result_metadata, stream_chunks, token_usage
 from mfs_core.engine import MFSEngine
 from mfs_core.events import StopEvent
 from mfs_core.settings import MFSSettings
 from mfs_core.streaming import ReasoningText
+from mfs_core.tools.call import CallPlan, ResponseFormat, plan_call
 from mfs_core.types import DecodeResult
 
 __all__ = ["ChatMFS", "to_chat_dicts"]
@@ -42,10 +53,21 @@ class ChatMFS(MFSParams, BaseChatModel):
     search) and ``response_metadata`` holding ``model_name`` and the MFS result: ``answer``,
     ``vote_share``, ``stop_reason``, ``num_steps``, ``flops``, ``trace``.
 
-    Rendering: text content (a string, or ``text`` blocks) is used; an AI message's tool
-    calls are written as ``Called tool NAME with {json args}`` lines and its reasoning blocks
-    are dropped; a ``ToolMessage`` becomes a user turn ``Tool result (NAME): ...`` (MFS
-    models' templates have no tool role); image, audio and file content raise ``ValueError``.
+    Rendering: text content (a string, or ``text`` blocks) is used, an AI message's reasoning
+    blocks are dropped; image, audio and file content raise ``ValueError``. With a chat
+    template that renders tools, an AI message's tool calls and a ``ToolMessage`` go to the
+    template in the Hugging Face tool format; with one that does not (the first demo
+    model's), the calls are written as ``Called tool NAME with {json args}`` lines and a tool
+    result becomes a user turn ``Tool result (NAME): ...``.
+
+    **Tools and structured output:** :meth:`bind_tools` (or ``invoke(..., tools=[...])``)
+    renders the tools through the chat template and makes the final vote run over actions
+    (tool name + canonical JSON arguments, or the final answer), so the message's
+    ``tool_calls`` are the action most foresight paths agree on; the vote is in
+    ``generation_info["votes"]``. :meth:`with_structured_output` supports
+    ``function_calling``, ``json_schema`` and ``json_mode``. A model whose template does not
+    render tools raises ``ToolsNotSupportedError`` in :meth:`bind_tools` (use
+    ``MFSReasoningTool`` with such a model).
 
     **Streaming:** ``stream``/``astream`` show the search while it runs: after each step a
     chunk with a ``reasoning`` content block (``additional_kwargs["reasoning_content"]``:
@@ -54,7 +76,7 @@ class ChatMFS(MFSParams, BaseChatModel):
     itself is chosen by the vote at the end, so its text follows the search in chunks, the
     last marked ``chunk_position="last"`` and carrying the usage and metadata.
 
-    Not supported: tool calling (``bind_tools``), structured output, multimodal input.
+    Not supported: multimodal input; guided (constrained) decoding of tool arguments or JSON.
     Concurrent calls (``batch``, ``abatch``, many ``ainvoke``) are decoded together by the
     engine, and async calls never block the event loop.
 
@@ -78,19 +100,145 @@ class ChatMFS(MFSParams, BaseChatModel):
         return "mfs-chat"
 
     def get_num_tokens_from_messages(self, messages: list[BaseMessage], tools: Sequence[Any] | None = None) -> int:
-        """Tokens of the prompt ``messages`` render to (chat template + assistant prefix).
+        """Tokens of the prompt ``messages`` (and ``tools``) render to (chat template + assistant prefix).
 
         Raises:
-            NotImplementedError: ``tools`` given (ChatMFS has no tool calling).
+            ToolsNotSupportedError: ``tools`` given but the model's template does not render tools.
             ValueError: a message holds content the template cannot render.
         """
-        if tools:
-            msg = "ChatMFS does not support tool calling, so tools cannot be counted"
-            raise NotImplementedError(msg)
-        prompt = self.engine.render_messages(to_chat_dicts(messages), self.settings)
+        engine, settings = self.engine, self.settings
+        plan = self._plan(engine, settings, ToolKwargs(tools=tools_to_openai(tools) if tools else None))
+        prompt = plan.render(engine, settings, to_chat_dicts(messages))
         if self.custom_get_token_ids is not None:
             return len(self.custom_get_token_ids(prompt))
-        return self.engine.backend.count_tokens(prompt)
+        return engine.backend.count_tokens(prompt)
+
+    # --- tools and structured output ---------------------------------------------------
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | Any],
+        *,
+        tool_choice: str | bool | dict[str, Any] | None = None,
+        strict: bool | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """Bind tools: they are rendered by the model's chat template and the vote runs over actions.
+
+        Each tool (a function, a pydantic model, a TypedDict, a ``BaseTool`` or an OpenAI
+        tool dict) is converted by ``convert_to_openai_tool`` and given to the template as
+        ``apply_chat_template(..., tools=...)``. MFS searches the reasoning steps as for any
+        question; the final vote groups the completed paths by their *action* (tool name +
+        canonical JSON arguments, or the final answer; :class:`mfs_core.tools.ActionVote`),
+        so the message carries the action most foresight paths agree on. The calls of the
+        chosen path are parsed by ``tool_call_parser`` into ``AIMessage.tool_calls``; a
+        malformed call becomes an ``invalid_tool_calls`` entry.
+
+        ``tool_choice`` (what is enforced):
+
+        * None / ``"auto"``: the model decides between calling a tool and answering.
+        * ``"none"`` / False: the tools are not rendered and nothing is parsed.
+        * ``"any"`` / ``"required"`` / True: only paths that call a tool vote; if no path
+          calls one, the message has no tool call (sampling is not constrained).
+        * a tool name, ``{"type": "function", "function": {"name": ...}}``: only that tool is
+          rendered and only paths calling it vote; a call to another tool in the chosen
+          completion becomes an invalid call.
+
+        ``strict`` goes to ``convert_to_openai_tool``; ``parallel_tool_calls`` is accepted
+        and not enforced (a completion may write several calls).
+
+        Raises:
+            ToolsNotSupportedError (a ``NotImplementedError``): the model's chat template does
+                not render tools; raised here, so ``create_agent`` fails when the agent is
+                built. The message says to use ``MFSReasoningTool`` instead.
+            ValueError: a tool that cannot be converted, repeated names, a bad ``tool_choice``.
+        """
+        formatted = tools_to_openai(tools, strict=strict)
+        self._plan(self.engine, self.settings, ToolKwargs(tools=formatted, tool_choice=tool_choice))
+        return super().bind(tools=formatted, tool_choice=tool_choice, **kwargs)
+
+    def with_structured_output(
+        self,
+        schema: dict[str, Any] | type | None = None,
+        *,
+        method: Literal["function_calling", "json_schema", "json_mode"] = "function_calling",
+        include_raw: bool = False,
+        strict: bool | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, dict[str, Any] | Any]:
+        """A runnable whose output is validated against ``schema`` (pydantic, TypedDict or JSON schema).
+
+        Methods:
+
+        * ``"function_calling"`` (default): ``schema`` is bound as the only tool with
+          ``tool_choice`` forcing it (:meth:`bind_tools`; needs a template that renders
+          tools); the call's arguments are the output.
+        * ``"json_schema"``: a system instruction asks for one JSON object matching the
+          schema; MFS votes over the canonical JSON of each path's last object; the chosen
+          completion's object is the output. Works on any chat template; not guided
+          decoding (the vLLM backend's structured outputs are not used).
+        * ``"json_mode"``: as ``"json_schema"`` with a plain "answer with a JSON object"
+          instruction; validated against ``schema`` when one is given.
+
+        The output is a pydantic instance for a pydantic ``schema``, else a dict, validated
+        (pydantic, or ``jsonschema`` for TypedDict and JSON schemas). With ``include_raw``
+        the output is ``{"raw": AIMessage, "parsed": ... or None, "parsing_error": ... or None}``
+        and a parsing error is returned rather than raised.
+
+        Raises:
+            ValueError: an unknown ``method``, no ``schema`` for a method that needs one,
+                or unsupported keyword arguments.
+            ToolsNotSupportedError: ``"function_calling"`` on a model whose template does
+                not render tools (use ``method="json_schema"``).
+            OutputParserException: at invoke, when the output is not valid (without
+                ``include_raw``).
+        """
+        if kwargs:
+            msg = f"with_structured_output got unsupported arguments {sorted(kwargs)}"
+            raise ValueError(msg)
+        if schema is None and method != "json_mode":
+            msg = f"method={method!r} needs a schema; only 'json_mode' works without one"
+            raise ValueError(msg)
+        ls_format = {"kwargs": {"method": method, "strict": strict}, "schema": schema}
+        if method == "function_calling":
+            tool = tools_to_openai([schema], strict=strict)[0]
+            name = tool["function"]["name"]
+            llm = self.bind_tools([tool], tool_choice=name, ls_structured_output_format=ls_format)
+            parse: Callable[[BaseMessage], Any] = lambda message: parse_tool_output(message, schema, name)  # noqa: E731
+        elif method in ("json_schema", "json_mode"):
+            json_schema = json_schema_of(schema) if schema is not None else None
+            llm = self.bind(response_format={"type": method, "schema": json_schema}, ls_structured_output_format=ls_format)
+            parse = lambda message: parse_json_output(message, schema)  # noqa: E731
+        else:
+            msg = f"method must be 'function_calling', 'json_schema' or 'json_mode', got {method!r}"
+            raise ValueError(msg)
+        parser = RunnableLambda(parse, name="mfs_structured_output")
+        if not include_raw:
+            return llm | parser
+        parsed = RunnablePassthrough.assign(parsed=itemgetter("raw") | parser, parsing_error=lambda _: None)
+        fallback = RunnablePassthrough.assign(parsed=lambda _: None)
+        return RunnableMap(raw=llm) | parsed.with_fallbacks([fallback], exception_key="parsing_error")
+
+    def _plan(self, engine: MFSEngine, settings: MFSSettings, call: ToolKwargs) -> CallPlan:
+        """The call's plan (:func:`mfs_core.tools.call.plan_call`) on ``engine``'s model."""
+        return plan_call(
+            engine.backend, settings.tool_call_parser, tools=call.tools, tool_choice=call.tool_choice,
+            response_format=call.response_format,
+        )
+
+    def _run(self, messages: Sequence[BaseMessage], kwargs: dict[str, Any]) -> tuple[Any, Any, dict[str, CallPlan]]:
+        """The build and vote callbacks of :meth:`_decode` for one call, and where the plan lands."""
+        call = pop_tool_kwargs(kwargs)
+        holder: dict[str, CallPlan] = {}
+
+        def build(engine: MFSEngine, settings: MFSSettings) -> list[str]:
+            plan = holder["plan"] = self._plan(engine, settings, call)
+            return [plan.render(engine, settings, to_chat_dicts(messages))]
+
+        def vote() -> Any:
+            plan = holder["plan"]
+            return plan.vote if plan.uses_actions else None
+
+        return build, vote, holder
 
     # --- streaming entry points ---------------------------------------------------------
     def stream(
@@ -120,18 +268,22 @@ class ChatMFS(MFSParams, BaseChatModel):
             messages: the conversation; at least one message must hold text.
             stop: stop sequences of this call, applied with the instance's ``stop``.
             run_manager: LangChain's callback manager (unused: nothing streams here).
-            **kwargs: per-call settings (``step_beam_size=4``, ``model=...``, ``method``).
+            **kwargs: per-call settings (``step_beam_size=4``, ``model=...``, ``method``),
+                ``tools`` / ``tool_choice`` (as :meth:`bind_tools` binds them) and
+                ``response_format`` (as :meth:`with_structured_output` binds it).
 
         Returns:
-            One ``AIMessage`` generation, with usage and MFS metadata.
+            One ``AIMessage`` generation, with usage, MFS metadata and any tool calls.
 
         Raises:
             ValueError: a message holds non-text content, an unknown role, or no message
                 holds text; an unknown keyword (TypeError) or a bad setting.
+            ToolsNotSupportedError: ``tools`` on a model whose template does not render them.
             TimeoutError: not done within ``timeout`` seconds.
         """
-        results, model_name = self._decode(lambda engine, settings: _render(engine, settings, messages), kwargs)
-        return self._chat_result(results[0], stop, model_name)
+        build, vote, holder = self._run(messages, kwargs)
+        results, model_name = self._decode(build, kwargs, vote)
+        return self._chat_result(results[0], stop, model_name, holder["plan"])
 
     async def _agenerate(
         self,
@@ -141,8 +293,9 @@ class ChatMFS(MFSParams, BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         """Async :meth:`_generate`: awaits the engine without blocking the event loop."""
-        results, model_name = await self._adecode(lambda engine, settings: _render(engine, settings, messages), kwargs)
-        return self._chat_result(results[0], stop, model_name)
+        build, vote, holder = self._run(messages, kwargs)
+        results, model_name = await self._adecode(build, kwargs, vote)
+        return self._chat_result(results[0], stop, model_name, holder["plan"])
 
     def _stream(
         self,
@@ -158,9 +311,11 @@ class ChatMFS(MFSParams, BaseChatModel):
         as a ``reasoning`` content block (``chunk.content_blocks``; in ``content`` itself
         with ``output_version="v1"``), and the custom callback event ``mfs_step`` /
         ``mfs_stop`` (``astream_events`` yields them as ``on_custom_event``). Then the
-        answer text; the last chunk has ``chunk_position="last"``, the usage and metadata.
+        answer text; the last chunk has ``chunk_position="last"``, the usage, metadata and the
+        tool calls as ``tool_call_chunks``.
         """
-        stream, model_name = self._open_stream(lambda engine, settings: _render(engine, settings, messages), kwargs)
+        build, vote, holder = self._run(messages, kwargs)
+        stream, model_name = self._open_stream(build, kwargs, vote)
         reasoning = ReasoningText()
         for event in self._events(stream, run_manager):
             chunk = _reasoning_chunk(reasoning.delta(event))
@@ -168,7 +323,7 @@ class ChatMFS(MFSParams, BaseChatModel):
                 run_manager.on_llm_new_token("", chunk=chunk)
             yield chunk
             if isinstance(event, StopEvent):
-                for chunk in self._chunks(event.result, stop, model_name):
+                for chunk in self._chunks(event.result, stop, model_name, holder["plan"]):
                     if run_manager:
                         run_manager.on_llm_new_token(chunk.text, chunk=chunk)
                     yield chunk
@@ -181,9 +336,8 @@ class ChatMFS(MFSParams, BaseChatModel):
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
         """Async :meth:`_stream`: never blocks the event loop; the same chunks and events."""
-        stream, model_name = await self._aopen_stream(
-            lambda engine, settings: _render(engine, settings, messages), kwargs
-        )
+        build, vote, holder = self._run(messages, kwargs)
+        stream, model_name = await self._aopen_stream(build, kwargs, vote)
         reasoning = ReasoningText()
         async for event in self._aevents(stream, run_manager):
             chunk = _reasoning_chunk(reasoning.delta(event))
@@ -191,31 +345,47 @@ class ChatMFS(MFSParams, BaseChatModel):
                 await run_manager.on_llm_new_token("", chunk=chunk)
             yield chunk
             if isinstance(event, StopEvent):
-                for chunk in self._chunks(event.result, stop, model_name):
+                for chunk in self._chunks(event.result, stop, model_name, holder["plan"]):
                     if run_manager:
                         await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
                     yield chunk
 
     # --- results -----------------------------------------------------------------------
-    def _chat_result(self, result: DecodeResult, stop: list[str] | None, model_name: str) -> ChatResult:
+    def _parsed(self, result: DecodeResult, stop: list[str] | None, plan: CallPlan) -> tuple[str, Any]:
+        """The message text (calls removed when tools were rendered, cut at ``stop``) and the parse."""
+        parsed = plan.parse(result.text)
+        text = parsed.content if plan.prompt_tools() is not None else result.text
+        return apply_stop(text, self._stops(stop)), parsed
+
+    @staticmethod
+    def _response_metadata(model_name: str, parsed: Any) -> dict[str, Any]:
+        return {"model_name": model_name, "finish_reason": "tool_calls" if parsed.tool_calls else "stop"}
+
+    def _chat_result(self, result: DecodeResult, stop: list[str] | None, model_name: str, plan: CallPlan) -> ChatResult:
+        text, parsed = self._parsed(result, stop, plan)
         message = AIMessage(
-            content=apply_stop(result.text, self._stops(stop)),
+            content=text,
             usage_metadata=_usage_metadata(result),
-            response_metadata={"model_name": model_name},
+            response_metadata=self._response_metadata(model_name, parsed),
+            **message_tool_fields(parsed),
         )
         generation = ChatGeneration(message=message, generation_info=result_metadata(result))
         return ChatResult(
             generations=[generation], llm_output={"token_usage": token_usage(result), "model_name": model_name}
         )
 
-    def _chunks(self, result: DecodeResult, stop: list[str] | None, model_name: str) -> Iterator[ChatGenerationChunk]:
-        pieces = list(stream_chunks(apply_stop(result.text, self._stops(stop)))) or [""]
+    def _chunks(
+        self, result: DecodeResult, stop: list[str] | None, model_name: str, plan: CallPlan
+    ) -> Iterator[ChatGenerationChunk]:
+        text, parsed = self._parsed(result, stop, plan)
+        pieces = list(stream_chunks(text)) or [""]
         for piece in pieces[:-1]:
             yield ChatGenerationChunk(message=AIMessageChunk(content=piece))
         last = AIMessageChunk(
             content=pieces[-1],
             usage_metadata=_usage_metadata(result),
-            response_metadata={"model_name": model_name},
+            response_metadata=self._response_metadata(model_name, parsed),
+            tool_call_chunks=tool_call_chunks(parsed),
             chunk_position="last",
         )
         yield ChatGenerationChunk(message=last, generation_info=result_metadata(result))
@@ -233,15 +403,14 @@ def _usage_metadata(result: DecodeResult) -> UsageMetadata:
     )
 
 
-def _render(engine: MFSEngine, settings: MFSSettings, messages: Sequence[BaseMessage]) -> list[str]:
-    return [engine.render_messages(to_chat_dicts(messages), settings)]
-
-
-def to_chat_dicts(messages: Sequence[BaseMessage]) -> list[dict[str, str]]:
-    """LangChain messages as the ``{"role", "content"}`` dicts of the model's chat template.
+def to_chat_dicts(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
+    """LangChain messages as the neutral chat dicts of :func:`mfs_core.prompts.render_messages`.
 
     Roles by message type (human, ai, system, tool, function; a ``ChatMessage``'s own role)
-    through :func:`mfs_core.adapters.chat_message`.
+    through :func:`mfs_core.adapters.chat_message`; an ``AIMessage``'s ``tool_calls`` travel
+    as ``tool_calls`` (``name``, ``arguments``, ``id``), a ``ToolMessage``'s ``tool_call_id``
+    and ``name`` with it. Whether they reach the template natively or as text turns is
+    decided when rendering (:func:`mfs_core.tools.rendering.template_messages`).
 
     Raises:
         ValueError: message i holds a content block that is not text (the message names i
@@ -252,9 +421,14 @@ def to_chat_dicts(messages: Sequence[BaseMessage]) -> list[dict[str, str]]:
         role = message.role if isinstance(message, ChatMessage) else message.type
         text = _text(message, i)
         if isinstance(message, AIMessage):
-            calls = [f"Called tool {call['name']} with {json.dumps(call['args'], sort_keys=True)}" for call in message.tool_calls]
-            text = "\n".join(part for part in [text, *calls] if part)
-        dicts.append(chat_message(role, text, name=message.name))
+            calls = [{"name": c["name"], "arguments": c["args"], "id": c.get("id")} for c in message.tool_calls]
+            dicts.append(chat_message(role, text, tool_calls=calls))
+        elif isinstance(message, ToolMessage):
+            dicts.append(chat_message(role, text, name=message.name, tool_call_id=message.tool_call_id))
+        elif isinstance(message, FunctionMessage):
+            dicts.append(chat_message(role, text, name=message.name))
+        else:
+            dicts.append(chat_message(role, text))
     return dicts
 
 

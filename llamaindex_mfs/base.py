@@ -1,4 +1,4 @@
-"""``MFSLLM``: Martingale Foresight Sampling as a LlamaIndex ``CustomLLM``.
+"""``MFSLLM``: Martingale Foresight Sampling as a LlamaIndex ``FunctionCallingLLM``.
 
 The class translates LlamaIndex calls into :class:`mfs_core.MFSEngine` requests and the
 :class:`mfs_core.DecodeResult` back; it holds no decoding logic. Every entry point is
@@ -50,11 +50,12 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, SecretStr
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
-from llama_index.core.llms.custom import CustomLLM
+from llama_index.core.llms.function_calling import FunctionCallingLLM
+from llama_index.core.llms.llm import ToolSelection
 
+from llamaindex_mfs._tools import first_call_only, message_dict, response_blocks, to_tool_specs, tool_selections
 from mfs_core.adapters import (
     apply_stop,
-    chat_message,
     engine_for,
     rename_max_tokens,
     result_metadata,
@@ -69,6 +70,9 @@ from mfs_core.engine import MFSEngine
 from mfs_core.events import DecodeEvent, EventCallback, StopEvent
 from mfs_core.settings import MFSSettings
 from mfs_core.streaming import DecodeStream, ReasoningText
+from mfs_core.tools import ToolsNotSupportedError, renders_tools
+from mfs_core.tools.call import CallPlan, plan_call
+from mfs_core.tools.parsers import ParsedOutput
 from mfs_core.types import DecodeResult
 from llamaindex_mfs.events import to_instrumentation_event
 
@@ -77,12 +81,13 @@ __all__ = ["MFSLLM"]
 logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
 
-_Render = Callable[[MFSEngine, MFSSettings], str]
-"""Turns the call's engine and settings into the rendered model prompt."""
+_Render = Callable[[MFSEngine, MFSSettings, CallPlan], str]
+"""Turns the call's engine, settings and tool plan into the rendered model prompt."""
 
 _SETTING_NAMES = tuple(MFSSettings.model_fields)
 _PER_CALL_KEYS = (frozenset(_SETTING_NAMES) - {"api_key"}) | {"stop", "max_tokens"}
 """Keywords a call may set: every setting but the secret ``api_key``, ``max_tokens`` and ``stop``."""
+_TOOL_KEYS = frozenset({"tools", "tool_choice"})
 
 
 def _setting(name: str) -> Any:
@@ -97,7 +102,7 @@ def _setting(name: str) -> Any:
     )
 
 
-class MFSLLM(CustomLLM):
+class MFSLLM(FunctionCallingLLM):
     """A LlamaIndex LLM that answers with Martingale Foresight Sampling.
 
     Every :class:`~mfs_core.MFSSettings` field is mirrored as an optional field; a field
@@ -175,6 +180,7 @@ class MFSLLM(CustomLLM):
     system_prompt: Optional[str] = _setting("system_prompt")
     step_delimiter: Optional[str] = _setting("step_delimiter")
     end_marker: Optional[str] = _setting("end_marker")
+    tool_call_parser: Optional[Literal["auto", "hermes", "llama3_json", "mistral"]] = _setting("tool_call_parser")
     max_step_tokens: Optional[int] = _setting("max_step_tokens")
     max_answer_tokens: Optional[int] = _setting("max_answer_tokens")
     step_beam_size: Optional[int] = _setting("step_beam_size")
@@ -199,6 +205,7 @@ class MFSLLM(CustomLLM):
 
     _base: MFSSettings = PrivateAttr()
     _has_chat_template: bool = PrivateAttr(default=False)
+    _renders_tools: bool = PrivateAttr(default=False)
 
     def __init__(self, **data: Any) -> None:
         """Build from keyword fields (see the class attributes).
@@ -227,6 +234,7 @@ class MFSLLM(CustomLLM):
         self._base = base
         probe = [{"role": "user", "content": "?"}]
         self._has_chat_template = self.engine.backend.apply_chat_template(probe) is not None
+        self._renders_tools = renders_tools(self.engine.backend)
 
     @classmethod
     def class_name(cls) -> str:
@@ -248,32 +256,49 @@ class MFSLLM(CustomLLM):
         return settings_from_fields(self._field_values(), base=self._base)
 
     def _submit(
-        self, render: _Render, kwargs: dict[str, Any], on_event: EventCallback | None = None
-    ) -> tuple[Future, list[str] | None]:
-        """Start the decode of one call; its future and stop sequences.
+        self,
+        render: _Render,
+        kwargs: dict[str, Any],
+        on_event: EventCallback | None = None,
+        *,
+        tools_allowed: bool = False,
+    ) -> tuple[Future, list[str] | None, CallPlan]:
+        """Start the decode of one call; its future, stop sequences and tool plan.
 
         Settings are the fields plus the per-call overrides in ``kwargs``; ``render`` turns
-        them (and the engine) into the model prompt.
+        them (the engine and the plan) into the model prompt. Chat calls (``tools_allowed``)
+        may pass ``tools`` (OpenAI-format function tools) and ``tool_choice``: the decode
+        then votes over actions (:func:`mfs_core.tools.call.plan_call`).
 
         Raises:
-            TypeError: a keyword that is neither a setting nor ``stop``; ``stop`` not a list
-                of strings; a prompt that is not a string.
+            TypeError: a keyword that is neither a setting nor ``stop`` (nor ``tools`` /
+                ``tool_choice`` for chat); ``stop`` not a list of strings; a prompt that
+                is not a string.
             ValueError: an empty prompt, a non-text message or an unknown role.
+            ToolsNotSupportedError: tools on a model whose template does not render them.
             pydantic.ValidationError: an override out of range.
         """
-        unknown = sorted(set(kwargs) - _PER_CALL_KEYS)
+        allowed = _PER_CALL_KEYS | _TOOL_KEYS if tools_allowed else _PER_CALL_KEYS
+        unknown = sorted(set(kwargs) - allowed)
         if unknown:
             msg = f"MFSLLM got unexpected keyword arguments {unknown}; pass settings (e.g. seed=1) or stop=[...]"
             raise TypeError(msg)
         stop = kwargs.get("stop")
         apply_stop("", stop)  # a bad stop (a bare string, a non-string) fails before the decode
-        overrides = rename_max_tokens({name: value for name, value in kwargs.items() if name != "stop"})
+        overrides = rename_max_tokens({name: value for name, value in kwargs.items() if name not in _TOOL_KEYS and name != "stop"})
         settings = settings_from_fields({**self._field_values(), **overrides}, base=self._base)
         engine = engine_for(settings, self.engine)
-        rendered = render(engine, settings)
+        plan = plan_call(
+            engine.backend, settings.tool_call_parser, tools=kwargs.get("tools"), tool_choice=kwargs.get("tool_choice")
+        )
+        rendered = render(engine, settings, plan)
         logger.debug("decoding with %s: M=%d N=%d seed=%d", self.method, settings.step_beam_size,
                      settings.num_rollouts, settings.seed)
-        return engine.submit_prompts([rendered], settings=settings, method=self.method, on_event=on_event)[0], stop
+        answer_key = plan.vote if plan.uses_actions else None
+        future = engine.submit_prompts(
+            [rendered], settings=settings, method=self.method, on_event=on_event, answer_key=answer_key
+        )[0]
+        return future, stop, plan
 
     def _wait(self, future: Future) -> DecodeResult:
         """The decode's result, waiting at most ``timeout`` seconds.
@@ -293,20 +318,26 @@ class MFSLLM(CustomLLM):
         except asyncio.TimeoutError as exc:
             raise TimeoutError(timeout_message(1, self.timeout)) from exc
 
-    async def _asubmit(self, render: _Render, kwargs: dict[str, Any]) -> tuple[Future, list[str] | None]:
+    async def _asubmit(
+        self, render: _Render, kwargs: dict[str, Any], *, tools_allowed: bool = False
+    ) -> tuple[Future, list[str] | None, CallPlan]:
         """:meth:`_submit` in a worker thread: settings, rendering (and a model load) off the loop."""
-        return await asyncio.to_thread(self._submit, render, kwargs)
+        return await asyncio.to_thread(self._submit, render, kwargs, tools_allowed=tools_allowed)
 
-    def _submit_stream(self, render: _Render, kwargs: dict[str, Any]) -> tuple[DecodeStream, list[str] | None]:
+    def _submit_stream(
+        self, render: _Render, kwargs: dict[str, Any], *, tools_allowed: bool = False
+    ) -> tuple[DecodeStream, list[str] | None, CallPlan]:
         """:meth:`_submit`, with the decode's events delivered to the caller (see :meth:`_events`)."""
         stream = DecodeStream()
-        future, stop = self._submit(render, kwargs, on_event=stream.put)
+        future, stop, plan = self._submit(render, kwargs, on_event=stream.put, tools_allowed=tools_allowed)
         stream.attach([future])
-        return stream, stop
+        return stream, stop, plan
 
-    async def _asubmit_stream(self, render: _Render, kwargs: dict[str, Any]) -> tuple[DecodeStream, list[str] | None]:
+    async def _asubmit_stream(
+        self, render: _Render, kwargs: dict[str, Any], *, tools_allowed: bool = False
+    ) -> tuple[DecodeStream, list[str] | None, CallPlan]:
         """:meth:`_submit_stream` in a worker thread."""
-        return await asyncio.to_thread(self._submit_stream, render, kwargs)
+        return await asyncio.to_thread(self._submit_stream, render, kwargs, tools_allowed=tools_allowed)
 
     @staticmethod
     def _dispatched(event: DecodeEvent) -> DecodeEvent:
@@ -321,7 +352,10 @@ class MFSLLM(CustomLLM):
     def metadata(self) -> LLMMetadata:
         """Context window and name of the loaded model, ``num_output = max_answer_tokens``.
 
-        ``is_chat_model`` is True when the prompt format resolves to the chat template.
+        ``is_chat_model`` is True when the prompt format resolves to the chat template;
+        ``is_function_calling_model`` when, in addition, the template renders tools
+        (:func:`mfs_core.tools.renders_tools`), so agents and ``structured_predict`` use
+        function calling.
         Reads only the already-loaded model's config (no I/O).
         """
         backend = self.engine.backend
@@ -329,7 +363,7 @@ class MFSLLM(CustomLLM):
             context_window=backend.context_window,
             num_output=self._resolved("max_answer_tokens"),
             is_chat_model=self._uses_chat_template(self._resolved("prompt_format")),
-            is_function_calling_model=False,
+            is_function_calling_model=self._renders_tools and self._uses_chat_template(self._resolved("prompt_format")),
             model_name=backend.model_name,
         )
 
@@ -337,33 +371,35 @@ class MFSLLM(CustomLLM):
     def _completion_prompt(self, prompt: str, formatted: bool) -> _Render:
         """Renders ``prompt`` (after ``completion_to_prompt`` unless ``formatted``) by the prompt format."""
         text = prompt if formatted else self.completion_to_prompt(prompt)
-        return lambda engine, settings: engine.render(text, settings)
+        return lambda engine, settings, plan: engine.render(text, settings)
 
     def _chat_prompt(self, messages: Sequence[ChatMessage]) -> _Render:
         """Renders ``messages`` with the chat template, or ``messages_to_prompt`` in raw format."""
 
-        def render(engine: MFSEngine, settings: MFSSettings) -> str:
+        def render(engine: MFSEngine, settings: MFSSettings, plan: CallPlan) -> str:
             if not self._uses_chat_template(settings.prompt_format):
+                if plan.prompt_tools() is not None:
+                    msg = f"tools need the chat template, but prompt_format={settings.prompt_format!r}"
+                    raise ValueError(msg)
                 return engine.render(self.messages_to_prompt(messages), settings)
-            dicts = [
-                chat_message(message.role.value, _message_text(i, message), name=message.additional_kwargs.get("name"))
-                for i, message in enumerate(messages)
-            ]
-            return engine.render_messages(dicts, settings)
+            return plan.render(engine, settings, [message_dict(i, message) for i, message in enumerate(messages)])
 
         return render
 
     # --- responses -----------------------------------------------------------------------
     @staticmethod
-    def _completion(result: DecodeResult, stop: list[str] | None) -> CompletionResponse:
-        """The whole answer: text cut at ``stop``, usage and the decode in ``raw``, metadata."""
+    def _completion(result: DecodeResult, stop: list[str] | None, text: str | None = None) -> CompletionResponse:
+        """The whole answer (``text``, default the chosen path) cut at ``stop``, usage and the decode in ``raw``, metadata."""
         raw = {"usage": token_usage(result), "result": result}
-        return CompletionResponse(text=apply_stop(result.text, stop), raw=raw, additional_kwargs=result_metadata(result))
+        text = result.text if text is None else text
+        return CompletionResponse(text=apply_stop(text, stop), raw=raw, additional_kwargs=result_metadata(result))
 
     @classmethod
-    def _completion_chunks(cls, result: DecodeResult, stop: list[str] | None) -> Iterator[CompletionResponse]:
+    def _completion_chunks(
+        cls, result: DecodeResult, stop: list[str] | None, text: str | None = None
+    ) -> Iterator[CompletionResponse]:
         """The answer as cumulative chunks with their ``delta`` (at least one, maybe empty)."""
-        whole = cls._completion(result, stop)
+        whole = cls._completion(result, stop, text)
         cumulative = ""
         for piece in list(stream_chunks(whole.text)) or [""]:
             cumulative += piece
@@ -371,13 +407,16 @@ class MFSLLM(CustomLLM):
             yield whole.model_copy(update=update)
 
     @staticmethod
-    def _as_chat(response: CompletionResponse, thinking: str | None = None) -> ChatResponse:
-        """A chat response of ``response``; with ``thinking``, its message starts with a ThinkingBlock."""
-        blocks: list[Any] = [TextBlock(text=response.text)]
+    def _as_chat(
+        response: CompletionResponse, parsed: ParsedOutput | None = None, thinking: str | None = None
+    ) -> ChatResponse:
+        """An assistant message: a ``ThinkingBlock`` with ``thinking`` (if given), the text,
+        then a ``ToolCallBlock`` per parsed call."""
+        blocks, extra = response_blocks(response.text, parsed or ParsedOutput(content=response.text))
         if thinking is not None:
             blocks.insert(0, ThinkingBlock(content=thinking))
         return ChatResponse(
-            message=ChatMessage(role=MessageRole.ASSISTANT, blocks=blocks),
+            message=ChatMessage(role=MessageRole.ASSISTANT, blocks=blocks, additional_kwargs=extra),
             delta=response.delta,
             raw=response.raw,
             additional_kwargs=response.additional_kwargs,
@@ -394,14 +433,91 @@ class MFSLLM(CustomLLM):
         message = ChatMessage(role=MessageRole.ASSISTANT, blocks=[ThinkingBlock(content=reasoning.text), TextBlock(text="")])
         return ChatResponse(message=message, delta="", additional_kwargs={"thinking_delta": delta})
 
-    def _chat_stream(self, stream: DecodeStream, stop: list[str] | None) -> ChatResponseGen:
+    def _chat_stream(self, stream: DecodeStream, stop: list[str] | None, plan: CallPlan) -> ChatResponseGen:
         """Thinking chunks while the search runs, then the answer chunks (sync)."""
         reasoning = ReasoningText()
         for event in stream.events(self.timeout):
             yield self._thinking(reasoning, self._dispatched(event))
             if isinstance(event, StopEvent):
-                for chunk in self._completion_chunks(event.result, stop):
-                    yield self._as_chat(chunk, thinking=reasoning.text)
+                yield from self._chat_chunks(event.result, stop, plan, thinking=reasoning.text)
+
+    def _chat_text(result: DecodeResult, plan: CallPlan) -> tuple[str, ParsedOutput]:
+        """The message text (calls removed when tools were rendered) and the parsed calls."""
+        parsed = plan.parse(result.text)
+        return (parsed.content if plan.prompt_tools() is not None else result.text), parsed
+
+    def _chat_response(self, result: DecodeResult, stop: list[str] | None, plan: CallPlan) -> ChatResponse:
+        text, parsed = self._chat_text(result, plan)
+        return self._as_chat(self._completion(result, stop, text), parsed)
+
+    def _chat_chunks(
+        self, result: DecodeResult, stop: list[str] | None, plan: CallPlan, thinking: str | None = None
+    ) -> Iterator[ChatResponse]:
+        """Streamed chat: cumulative text chunks, each carrying the (already decided) tool calls."""
+        text, parsed = self._chat_text(result, plan)
+        for chunk in self._completion_chunks(result, stop, text):
+            yield self._as_chat(chunk, parsed, thinking=thinking)
+
+    # --- function calling ----------------------------------------------------------------
+    def _prepare_chat_with_tools(
+        self,
+        tools: Sequence[Any],
+        user_msg: str | ChatMessage | None = None,
+        chat_history: list[ChatMessage] | None = None,
+        verbose: bool = False,
+        allow_parallel_tool_calls: bool = False,
+        tool_required: bool = False,
+        tool_choice: Any = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """The :meth:`chat` arguments of ``chat_with_tools`` / ``predict_and_call`` / agents.
+
+        The tools (``ToolMetadata.to_openai_tool``) are rendered by the chat template and
+        the decode votes over actions (tool + canonical arguments, or the answer), as
+        ``ChatMFS.bind_tools`` does. ``tool_required`` is ``tool_choice="required"`` (only
+        paths that call a tool vote; sampling is not constrained); ``tool_choice`` may also
+        be ``"auto"``, ``"none"`` or a tool name.
+
+        Raises:
+            ToolsNotSupportedError: the model's template does not render tools (use a
+                ``FunctionTool`` around this LLM in an agent driven by a tool-calling LLM).
+        """
+        if not self._renders_tools:
+            raise ToolsNotSupportedError(self.engine.backend.model_name)
+        messages = list(chat_history or [])
+        if user_msg is not None:
+            messages.append(ChatMessage(role=MessageRole.USER, content=user_msg) if isinstance(user_msg, str) else user_msg)
+        if tool_choice is None:
+            tool_choice = "required" if tool_required else "auto"
+        specs = to_tool_specs(tools)
+        return {"messages": messages, "tools": specs or None, "tool_choice": tool_choice if specs else None, **kwargs}
+
+    def _validate_chat_with_tools_response(
+        self, response: ChatResponse, tools: Sequence[Any], allow_parallel_tool_calls: bool = False, **kwargs: Any
+    ) -> ChatResponse:
+        """Keep only the first tool call unless ``allow_parallel_tool_calls``."""
+        if not allow_parallel_tool_calls:
+            response.message = first_call_only(response.message)
+        return response
+
+    def get_tool_calls_from_response(
+        self, response: ChatResponse, error_on_no_tool_call: bool = True, **kwargs: Any
+    ) -> list[ToolSelection]:
+        """The ``ToolSelection`` of each tool call of ``response`` (from its ``ToolCallBlock`` s).
+
+        Malformed calls are not selections; they are in
+        ``response.message.additional_kwargs["invalid_tool_calls"]``.
+
+        Raises:
+            ValueError: no tool call and ``error_on_no_tool_call`` (the message quotes any
+                invalid calls).
+        """
+        selections = tool_selections(response.message)
+        if not selections and error_on_no_tool_call:
+            invalid = response.message.additional_kwargs.get("invalid_tool_calls", [])
+            msg = f"expected at least one tool call, got 0 (invalid calls: {[(c['name'], c['error']) for c in invalid]})"
+            raise ValueError(msg)
+        return selections
 
     # --- completion ----------------------------------------------------------------------
     @llm_completion_callback()
@@ -424,7 +540,7 @@ class MFSLLM(CustomLLM):
             TypeError: an unknown keyword; a prompt that is not a string.
             ValueError: an empty prompt; a prompt over the context window.
         """
-        future, stop = self._submit(self._completion_prompt(prompt, formatted), kwargs)
+        future, stop, _ = self._submit(self._completion_prompt(prompt, formatted), kwargs)
         return self._completion(self._wait(future), stop)
 
     @llm_completion_callback()
@@ -434,7 +550,7 @@ class MFSLLM(CustomLLM):
         The decode starts at the call; the generator waits for it, then yields the chunks.
         Every chunk carries the same ``raw`` and ``additional_kwargs``.
         """
-        stream, stop = self._submit_stream(self._completion_prompt(prompt, formatted), kwargs)
+        stream, stop, _ = self._submit_stream(self._completion_prompt(prompt, formatted), kwargs)
 
         def gen() -> CompletionResponseGen:
             for event in stream.events(self.timeout):
@@ -446,7 +562,7 @@ class MFSLLM(CustomLLM):
     @llm_completion_callback()
     async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
         """Async :meth:`complete`: settings, rendering and decoding never block the event loop."""
-        future, stop = await self._asubmit(self._completion_prompt(prompt, formatted), kwargs)
+        future, stop, _ = await self._asubmit(self._completion_prompt(prompt, formatted), kwargs)
         return self._completion(await self._await(future), stop)
 
     @llm_completion_callback()
@@ -454,7 +570,7 @@ class MFSLLM(CustomLLM):
         self, prompt: str, formatted: bool = False, **kwargs: Any
     ) -> CompletionResponseAsyncGen:
         """Async :meth:`stream_complete`."""
-        stream, stop = await self._asubmit_stream(self._completion_prompt(prompt, formatted), kwargs)
+        stream, stop, _ = await self._asubmit_stream(self._completion_prompt(prompt, formatted), kwargs)
 
         async def gen() -> CompletionResponseAsyncGen:
             async for event in stream.aevents(self.timeout):
@@ -471,19 +587,29 @@ class MFSLLM(CustomLLM):
 
         The messages are rendered as given (as LlamaIndex LLMs do; ``predict`` and the
         query engines add ``system_prompt`` as a system message themselves), their roles
-        mapped to ``system`` / ``user`` / ``assistant`` by
-        :func:`mfs_core.adapters.chat_message` (a tool result becomes a user turn). With the
-        ``raw`` format the messages are joined by ``messages_to_prompt`` instead.
+        mapped to ``system`` / ``user`` / ``assistant`` / ``tool`` by
+        :func:`mfs_core.adapters.chat_message`; assistant ``ToolCallBlock`` s and tool
+        results go to a template that renders tools in its own format, else as text turns
+        (``Tool result (NAME): ...``). With the ``raw`` format the messages are joined by
+        ``messages_to_prompt`` instead.
+
+        Args:
+            messages: the conversation.
+            **kwargs: per-call settings, ``stop``, and ``tools`` (OpenAI-format function
+                tools) with ``tool_choice``, as :meth:`_prepare_chat_with_tools` passes them.
 
         Returns:
-            An assistant message with the chosen reasoning path; ``raw`` and
-            ``additional_kwargs`` as in :meth:`complete`.
+            An assistant message with the chosen reasoning path (with tools: the text
+            outside the calls, then one ``ToolCallBlock`` per call of the voted action;
+            ``additional_kwargs["tool_calls"]`` in OpenAI format and any
+            ``invalid_tool_calls``); ``raw`` and ``additional_kwargs`` as in :meth:`complete`.
 
         Raises:
             ValueError: a non-text content block, an unknown role, or no text at all.
+            ToolsNotSupportedError: tools on a model whose template does not render them.
         """
-        future, stop = self._submit(self._chat_prompt(messages), kwargs)
-        return self._as_chat(self._completion(self._wait(future), stop))
+        future, stop, plan = self._submit(self._chat_prompt(messages), kwargs, tools_allowed=True)
+        return self._chat_response(self._wait(future), stop, plan)
 
     @llm_chat_callback()
     def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
@@ -497,39 +623,27 @@ class MFSLLM(CustomLLM):
         :class:`~llamaindex_mfs.events.MFSStepEvent` (then :class:`~llamaindex_mfs.events.MFSStopEvent`).
         Then the answer: messages with the whole thinking, the cumulative text and its ``delta``.
         """
-        stream, stop = self._submit_stream(self._chat_prompt(messages), kwargs)
-        return self._chat_stream(stream, stop)
+        stream, stop, plan = self._submit_stream(self._chat_prompt(messages), kwargs, tools_allowed=True)
+        return self._chat_stream(stream, stop, plan)
 
     @llm_chat_callback()
     async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
         """Async :meth:`chat`: settings, rendering and decoding never block the event loop."""
-        future, stop = await self._asubmit(self._chat_prompt(messages), kwargs)
-        return self._as_chat(self._completion(await self._await(future), stop))
+        future, stop, plan = await self._asubmit(self._chat_prompt(messages), kwargs, tools_allowed=True)
+        return self._chat_response(await self._await(future), stop, plan)
 
     @llm_chat_callback()
     async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseAsyncGen:
         """Async :meth:`stream_chat`: the same responses and events, never blocking the loop."""
-        stream, stop = await self._asubmit_stream(self._chat_prompt(messages), kwargs)
+        stream, stop, plan = await self._asubmit_stream(self._chat_prompt(messages), kwargs, tools_allowed=True)
 
         async def gen() -> ChatResponseAsyncGen:
             reasoning = ReasoningText()
             async for event in stream.aevents(self.timeout):
                 yield self._thinking(reasoning, self._dispatched(event))
                 if isinstance(event, StopEvent):
-                    for chunk in self._completion_chunks(event.result, stop):
-                        yield self._as_chat(chunk, thinking=reasoning.text)
+                    for chunk in self._chat_chunks(event.result, stop, plan, thinking=reasoning.text):
+                        yield chunk
 
         return gen()
 
-
-def _message_text(index: int, message: ChatMessage) -> str:
-    """The text of a chat message.
-
-    Raises:
-        ValueError: the message holds a non-text block (an image, audio, a tool call).
-    """
-    for block in message.blocks:
-        if not isinstance(block, TextBlock):
-            msg = f"MFSLLM takes text only; message {index} ({message.role.value}) holds a {block.block_type!r} block"
-            raise ValueError(msg)
-    return message.content or ""

@@ -9,6 +9,7 @@ a :class:`DecodeResult` into usage counts and metadata.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -114,23 +115,33 @@ def engine_for(settings: MFSSettings, engine: MFSEngine | None = None) -> MFSEng
     return MFSEngine.from_settings(settings)
 
 
-def chat_message(role: str, content: str, *, name: str | None = None) -> dict[str, str]:
-    """One chat message as the ``{"role", "content"}`` dict the model's chat template takes.
+def chat_message(
+    role: str,
+    content: str,
+    *,
+    name: str | None = None,
+    tool_calls: Sequence[Mapping[str, Any]] | None = None,
+    tool_call_id: str | None = None,
+) -> dict[str, Any]:
+    """One chat message as the neutral dict :func:`mfs_core.prompts.render_messages` takes.
 
-    Roles are normalised to ``system`` / ``user`` / ``assistant``: ``human`` and ``user``
-    are the user; ``ai``, ``assistant``, ``model`` and ``chatbot`` the assistant;
-    ``system`` and ``developer`` the system. A tool (or function) result becomes a user
-    turn that says so, ``"Tool result (name): content"``: the chat templates MFS models
-    use (the demo model's among them) have no tool role, and a tool result is input the
-    model reads, as a user turn is.
+    Roles are normalised to ``system`` / ``user`` / ``assistant`` / ``tool``: ``human`` and
+    ``user`` are the user; ``ai``, ``assistant``, ``model`` and ``chatbot`` the assistant;
+    ``system`` and ``developer`` the system; ``tool`` and ``function`` a tool result. How
+    tool results and tool calls reach the template (the Hugging Face tool format, or text
+    turns for a template without tools) is decided when rendering
+    (:func:`mfs_core.tools.rendering.template_messages`).
 
     Args:
         role: the framework's role name (case-insensitive).
         content: the message text.
-        name: the tool's name (tool results) or the speaker's; only tool results show it.
+        name: the tool's name (tool results only; the speaker's name is dropped).
+        tool_calls: an assistant message's calls, ``[{"name", "arguments": dict, "id"}]``.
+        tool_call_id: the call a tool result answers.
 
     Returns:
-        ``{"role": ..., "content": ...}``.
+        ``{"role", "content"}``, plus ``tool_calls`` (assistant), ``name`` and
+        ``tool_call_id`` (tool) when given.
 
     Raises:
         TypeError: ``content`` is not a string.
@@ -143,10 +154,14 @@ def chat_message(role: str, content: str, *, name: str | None = None) -> dict[st
     if normalised is None:
         msg = f"unknown chat role {role!r}; known: {sorted(_ROLES)}"
         raise ValueError(msg)
+    message: dict[str, Any] = {"role": normalised, "content": content}
     if normalised == "tool":
-        label = f"Tool result ({name})" if name else "Tool result"
-        return {"role": "user", "content": f"{label}: {content}"}
-    return {"role": normalised, "content": content}
+        message.update({key: value for key, value in (("name", name), ("tool_call_id", tool_call_id)) if value})
+    elif normalised == "assistant" and tool_calls:
+        message["tool_calls"] = [
+            {"name": call["name"], "arguments": dict(call.get("arguments") or {}), "id": call.get("id")} for call in tool_calls
+        ]
+    return message
 
 
 def apply_stop(text: str, stop: Sequence[str] | None) -> str:
@@ -214,11 +229,14 @@ def trace_summary(result: DecodeResult) -> list[dict[str, Any]]:
 def result_metadata(result: DecodeResult) -> dict[str, Any]:
     """What adapters attach to a generation: answer, vote share, stop reason, steps, FLOPs.
 
-    Keys: ``answer``, ``vote_share`` (0-1), ``stop_reason``, ``num_steps``, ``flops``
-    (6·n·P), ``output_tokens`` (tokens), ``method``, ``wall_seconds`` and ``trace``
-    (:func:`trace_summary`).
+    Keys: ``answer`` (with tools: the winning action key), ``vote_share`` (0-1),
+    ``votes`` (completed paths per answer or action key, most first), ``stop_reason``,
+    ``num_steps``, ``flops`` (6·n·P), ``output_tokens`` (tokens), ``method``,
+    ``wall_seconds`` and ``trace`` (:func:`trace_summary`).
     """
+    votes = Counter(key for key in result.completion_answers if key is not None)
     return {
+        "votes": dict(votes.most_common()),
         "answer": result.answer,
         "vote_share": result.vote_share,
         "stop_reason": result.stop_reason,

@@ -10,9 +10,10 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Vote", "extract_answer", "extract_boxed", "majority_vote", "normalize_answer"]
+__all__ = ["AnswerExtractor", "Vote", "extract_answer", "extract_boxed", "majority_vote", "normalize_answer"]
 
 AnswerExtractor = Callable[[str], "str | None"]
+"""What the vote groups a completed path by: its answer (or action) key, None for no vote."""
 
 _ANSWER_IS = re.compile(r"answer is\s*:?\s*(.+)", re.IGNORECASE)
 _STANDALONE_OPTION = re.compile(r"^\(?([A-J])\)?\s*[.:;!]?\s*$")

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
+import inspect
 import logging
 import math
 import threading
@@ -24,6 +26,7 @@ from concurrent.futures import TimeoutError as FuturesTimeoutError
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from mfs_core.answers import AnswerExtractor
 from mfs_core.backends import Backend, create_backend
 from mfs_core.backends.base import BackendOutputError, GenerateTimeoutError
 from mfs_core.decoders import Decoder, get_decoder
@@ -412,9 +415,15 @@ class MFSEngine:
         """The model prompt for ``question`` (see :func:`mfs_core.prompts.render_question`)."""
         return render_question(question, self.backend, settings or self.settings)
 
-    def render_messages(self, messages: Sequence[dict[str, str]], settings: MFSSettings | None = None) -> str:
-        """The model prompt for chat ``messages`` (see :func:`mfs_core.prompts.render_messages`)."""
-        return render_messages(messages, self.backend, settings or self.settings)
+    def render_messages(
+        self,
+        messages: Sequence[dict[str, Any]],
+        settings: MFSSettings | None = None,
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+    ) -> str:
+        """The model prompt for chat ``messages`` and ``tools`` (see :func:`mfs_core.prompts.render_messages`)."""
+        return render_messages(messages, self.backend, settings or self.settings, tools=tools)
 
     def submit_prompts(
         self,
@@ -423,6 +432,7 @@ class MFSEngine:
         settings: MFSSettings | None = None,
         method: str = "mfs",
         on_event: EventCallback | None = None,
+        answer_key: AnswerExtractor | None = None,
     ) -> list[DecodeFuture]:
         """Start decoding already-rendered model ``prompts``; one future per prompt.
 
@@ -436,15 +446,24 @@ class MFSEngine:
                 thread-safe (see :meth:`stream_prompts` for delivery to your own thread or
                 event loop). None (default) costs nothing. Events never change the
                 batching: the same backend calls, the same results.
+            answer_key: what the final vote groups completed paths by (default: the
+                extracted answer); :class:`mfs_core.tools.ActionVote` votes over actions.
 
             Each decode's ``backend.generate`` calls are bounded by
             ``settings.generate_timeout`` (seconds; None: no limit).
 
         Raises:
-            ValueError / TypeError: an empty prompt list or prompt, an unknown method.
+            ValueError / TypeError: an empty prompt list or prompt, an unknown method, or an
+                ``answer_key`` for a decoder that takes none (the message names it).
         """
         settings = settings or self.settings
         factory = get_decoder(method)
+        if answer_key is not None:
+            parameters = inspect.signature(factory).parameters
+            if "answer_key" not in parameters and not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+                msg = f"decoder {method!r} cannot vote over actions (it takes no answer_key); use 'mfs', 'sc' or 'cot'"
+                raise ValueError(msg)
+            factory = functools.partial(factory, answer_key=answer_key)
         if isinstance(prompts, str) or not isinstance(prompts, Sequence):
             msg = f"prompts must be a list of strings, got {type(prompts).__name__}"
             raise TypeError(msg)
@@ -461,7 +480,12 @@ class MFSEngine:
         )
 
     def stream_prompts(
-        self, prompts: Sequence[str], *, settings: MFSSettings | None = None, method: str = "mfs"
+        self,
+        prompts: Sequence[str],
+        *,
+        settings: MFSSettings | None = None,
+        method: str = "mfs",
+        answer_key: AnswerExtractor | None = None,
     ) -> DecodeStream:
         """Start decoding ``prompts`` and return their events as they happen.
 
@@ -480,7 +504,9 @@ class MFSEngine:
                 decode's exception after the last event.
         """
         stream = DecodeStream()
-        stream.attach(self.submit_prompts(prompts, settings=settings, method=method, on_event=stream.put))
+        stream.attach(
+            self.submit_prompts(prompts, settings=settings, method=method, on_event=stream.put, answer_key=answer_key)
+        )
         return stream
 
     def decode_prompts(
@@ -491,6 +517,7 @@ class MFSEngine:
         method: str = "mfs",
         on_event: EventCallback | None = None,
         timeout: float | None = None,
+        answer_key: AnswerExtractor | None = None,
     ) -> list[DecodeResult]:
         """Decode already-rendered model ``prompts`` together; blocks until all are done.
 
@@ -503,13 +530,14 @@ class MFSEngine:
             timeout: most seconds to wait for all P results (None: no limit). On expiry
                 the decodes are abandoned (dropped at the next round boundary, so they stop
                 costing model calls) and ``TimeoutError`` is raised.
+            answer_key: what the vote groups paths by (see :meth:`submit_prompts`).
 
         Raises:
             TimeoutError: ``timeout`` passed first.
             The first exception among the decodes (the others still complete).
         """
         if on_event is None:
-            futures = self.submit_prompts(prompts, settings=settings, method=method)
+            futures = self.submit_prompts(prompts, settings=settings, method=method, answer_key=answer_key)
             deadline = None if timeout is None else time.monotonic() + timeout
             try:
                 return [
@@ -521,7 +549,7 @@ class MFSEngine:
                     future.abandon(f"the caller's timeout of {timeout} s passed")
                 msg = f"{len(prompts)} decode(s) did not finish within timeout={timeout} s"
                 raise TimeoutError(msg) from None
-        stream = self.stream_prompts(prompts, settings=settings, method=method)
+        stream = self.stream_prompts(prompts, settings=settings, method=method, answer_key=answer_key)
         events = stream.events(timeout)
         while True:
             try:

@@ -9,9 +9,11 @@ answer. ``raw`` format: the prompt is used verbatim.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from mfs_core.backends.base import Backend
 from mfs_core.settings import MFSSettings
+from mfs_core.tools.rendering import ToolsNotSupportedError, renders_tools, template_messages
 
 __all__ = ["render_messages", "render_question", "validate_question"]
 
@@ -32,24 +34,47 @@ def validate_question(question: object) -> str:
     return question
 
 
-def render_messages(messages: Sequence[dict[str, str]], backend: Backend, settings: MFSSettings) -> str:
-    """Render chat ``messages`` (``{"role", "content"}`` dicts) into the model prompt.
+def render_messages(
+    messages: Sequence[dict[str, Any]],
+    backend: Backend,
+    settings: MFSSettings,
+    *,
+    tools: Sequence[dict[str, Any]] | None = None,
+) -> str:
+    """Render chat ``messages`` (and ``tools``) into the model prompt.
 
     The model's chat template with the generation prompt, then ``settings.assistant_prefix``.
+    Messages are the neutral dicts of :mod:`mfs_core.tools.rendering` (``role``,
+    ``content``; ``tool_calls`` on assistant messages, ``name`` / ``tool_call_id`` on tool
+    messages): where the template renders tools they go to it in the Hugging Face format,
+    else as text turns (:func:`~mfs_core.tools.rendering.template_messages`).
+
+    Args:
+        messages: the conversation.
+        backend: renders the template.
+        settings: gives ``assistant_prefix``.
+        tools: OpenAI-format function tools (checked by the caller with
+            :func:`~mfs_core.tools.rendering.check_tools`); None or empty: no tools.
 
     Raises:
         ValueError: the tokenizer has no chat template, or a message content is not a
-            non-empty string.
+            string, or no message holds text.
+        ToolsNotSupportedError: ``tools`` given but the template does not render tools.
     """
     for i, message in enumerate(messages):
         content = message.get("content")
         if not isinstance(content, str):
             msg = f"message {i} ({message.get('role')!r}) content must be a string, got {type(content).__name__}"
             raise TypeError(msg)
-    if not messages or not any(m["content"].strip() for m in messages):
+    if not messages or not any(m["content"].strip() or m.get("tool_calls") for m in messages):
         msg = f"the messages hold no text: {list(messages)!r:.200}"
         raise ValueError(msg)
-    rendered = backend.apply_chat_template(messages)
+    uses_tools = bool(tools) or any(m["role"] == "tool" or m.get("tool_calls") for m in messages)
+    native = uses_tools and renders_tools(backend)
+    if tools and not native:
+        raise ToolsNotSupportedError(backend.model_name)
+    prepared = template_messages(messages, native=native)
+    rendered = backend.apply_chat_template(prepared, tools=list(tools)) if tools else backend.apply_chat_template(prepared)
     if rendered is None:
         msg = f"model {backend.model_name!r} has no chat template; use prompt_format='raw'"
         raise ValueError(msg)

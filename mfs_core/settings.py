@@ -202,6 +202,12 @@ class MFSSettings(BaseSettings):
     end_marker: str = Field(
         default="<end_of_reasoning>", min_length=1, description="Text that closes an answer (the model's EOS also does)."
     )
+    tool_call_parser: Literal["auto", "hermes", "llama3_json", "mistral"] = Field(
+        default="auto",
+        description="How tool calls are read from a completion: 'hermes' (Hermes/Qwen <tool_call>{json}</tool_call>), "
+        "'llama3_json' (Llama 3.1 {\"name\", \"parameters\"} objects), 'mistral' ([TOOL_CALLS][...]); 'auto' picks by "
+        "what the chat template renders with tools, trying each in turn when it names no format.",
+    )
     max_step_tokens: int = Field(default=64, ge=1, le=65536, description="Most tokens of one step (tokens).")
     max_answer_tokens: int = Field(
         default=256, ge=1, le=65536, description="Most tokens of a foresight rollout or a completion (tokens)."

@@ -17,13 +17,15 @@ Token counts are whitespace tokens unless a test passes ``count_tokens`` or give
 from __future__ import annotations
 
 import dataclasses
+import json
 import zlib
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Sequence
+from typing import Any
 
 from mfs_core.types import Continuation, DecodeResult, FinishReason, GenerationRequest
 
-__all__ = ["ScriptedBackend", "continuation", "drive", "synthetic_model", "whitespace_tokens"]
+__all__ = ["ScriptedBackend", "continuation", "drive", "hermes_template", "synthetic_model", "whitespace_tokens"]
 
 END = "<end_of_reasoning>"
 
@@ -87,11 +89,36 @@ def continuation(
     )
 
 
-def _default_chat_template(messages: Sequence[dict[str, str]]) -> str:
-    """The demo model's template shape: ``<s><|role|>\\ncontent\\n...<|assistant|>\\n``."""
+def _default_chat_template(messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None = None) -> str:
+    """The demo model's template shape: ``<s><|role|>\\ncontent\\n...<|assistant|>\\n``; ignores tools."""
     parts = ["<s>"]
     for message in messages:
         parts.append(f"<|{message['role']}|>\n{message['content']}\n")
+    parts.append("<|assistant|>\n")
+    return "".join(parts)
+
+
+def hermes_template(messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None = None) -> str:
+    """A tool-rendering template of the Hermes / Qwen 2.5 shape, in the demo model's roles.
+
+    With tools, a system turn lists them (one JSON per line) and asks for
+    ``<tool_call>{"name", "arguments"}</tool_call>``; an assistant message's ``tool_calls``
+    (Hugging Face format) are written as such blocks; ``tool`` messages keep their role.
+    """
+    parts = ["<s>"]
+    if tools:
+        listed = "\n".join(json.dumps(tool, sort_keys=True) for tool in tools)
+        parts.append(
+            "<|system|>\nYou may call tools:\n<tools>\n" + listed + "\n</tools>\n"
+            'Call one as <tool_call>\n{"name": <name>, "arguments": <args>}\n</tool_call>\n'
+        )
+    for message in messages:
+        content = message.get("content") or ""
+        for call in message.get("tool_calls") or []:
+            function = call["function"]
+            body = json.dumps({"name": function["name"], "arguments": function["arguments"]})
+            content += f"\n<tool_call>\n{body}\n</tool_call>"
+        parts.append(f"<|{message['role']}|>\n{content}\n")
     parts.append("<|assistant|>\n")
     return "".join(parts)
 
@@ -104,8 +131,10 @@ class ScriptedBackend:
             must return exactly ``request.n`` continuations), or an iterable of such lists
             consumed in order, one entry per request across all calls.
         count_tokens: tokenizer stand-in (default: whitespace words).
-        chat_template: function rendering chat messages (default: the demo model's shape);
-            None makes :meth:`apply_chat_template` return None (a model without template).
+        chat_template: function rendering chat messages and, as a second argument when
+            given, tools (default: the demo model's shape, which ignores tools;
+            :func:`hermes_template` renders them); None makes :meth:`apply_chat_template`
+            return None (a model without template).
         context_window: tokens the fake model accepts.
         num_parameters: parameter count used for FLOPs (6·n·P).
         model_name: name reported in results.
@@ -119,7 +148,7 @@ class ScriptedBackend:
         script: Script | Iterable[Sequence[Continuation]],
         *,
         count_tokens: Callable[[str], int] = whitespace_tokens,
-        chat_template: Callable[[Sequence[dict[str, str]]], str] | None = _default_chat_template,
+        chat_template: Callable[..., str] | None = _default_chat_template,
         context_window: int = 4096,
         num_parameters: int = 1000,
         model_name: str = "scripted",
@@ -185,11 +214,15 @@ class ScriptedBackend:
         """Tokens of ``text`` under the scripted tokenizer."""
         return self._count_tokens(text)
 
-    def apply_chat_template(self, messages: Sequence[dict[str, str]]) -> str | None:
-        """The scripted chat template with the generation prompt, or None without one."""
+    def apply_chat_template(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None = None
+    ) -> str | None:
+        """The scripted chat template with the generation prompt (and ``tools``), or None without one."""
         if self._chat_template is None:
             return None
-        return self._chat_template(list(messages))
+        if tools is None:
+            return self._chat_template(list(messages))
+        return self._chat_template(list(messages), list(tools))
 
     @property
     def context_window(self) -> int:

@@ -141,11 +141,18 @@ def encode_prompt(tokenizer: Any, prompt: str) -> list[int]:
     return list(tokenizer.encode(prompt, add_special_tokens=not starts_with_bos(tokenizer, prompt)))
 
 
-def render_chat(tokenizer: Any, messages: Sequence[dict[str, str]]) -> str | None:
-    """The tokenizer's chat template with the generation prompt; None without a template."""
+def render_chat(
+    tokenizer: Any, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None = None
+) -> str | None:
+    """The tokenizer's chat template with the generation prompt; None without a template.
+
+    ``tools`` (OpenAI-format function tools) go to the template as ``transformers``'
+    ``apply_chat_template(..., tools=...)`` passes them; None or empty: no ``tools`` argument.
+    """
     if tokenizer is None or not getattr(tokenizer, "chat_template", None):
         return None
-    return tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+    extra = {"tools": list(tools)} if tools else {}
+    return tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True, **extra)
 
 
 def prefix_order(prompts: Sequence[Sequence[Any]]) -> list[int]:

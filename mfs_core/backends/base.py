@@ -7,7 +7,7 @@ it without any model library installed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from mfs_core.types import Continuation, GenerationRequest
 
@@ -60,8 +60,16 @@ class Backend(Protocol):
         """Tokens of ``text`` under the model's tokenizer (no special tokens added)."""
         ...
 
-    def apply_chat_template(self, messages: Sequence[dict[str, str]]) -> str | None:
-        """Render ``messages`` with the generation prompt; None if the tokenizer has no template."""
+    def apply_chat_template(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None = None
+    ) -> str | None:
+        """Render ``messages`` (and ``tools``) with the generation prompt; None without a template.
+
+        Follows ``transformers``' ``apply_chat_template(messages, tools=..., add_generation_prompt=True)``:
+        ``tools`` are OpenAI-format function tools, messages may be ``role="tool"`` results and
+        assistant messages with ``tool_calls``. A template that ignores tools renders the same
+        text with and without them (:func:`mfs_core.tools.renders_tools` tests that).
+        """
         ...
 
     @property

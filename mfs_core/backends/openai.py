@@ -385,9 +385,11 @@ class OpenAIBackend:
             raise RuntimeError(msg)
         return len(self.tokenizer.encode(text, add_special_tokens=False))
 
-    def apply_chat_template(self, messages: Sequence[dict[str, str]]) -> str | None:
-        """The local tokenizer's chat template with the generation prompt; None without one."""
-        return _hf.render_chat(self.tokenizer, messages)
+    def apply_chat_template(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None = None
+    ) -> str | None:
+        """The local tokenizer's chat template with the generation prompt (and ``tools``); None without one."""
+        return _hf.render_chat(self.tokenizer, messages, tools)
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Continuation]]:
         """Send all ``requests`` concurrently and wait for every answer.

@@ -215,11 +215,13 @@ class TransformersBackend:
         """Tokens of ``text`` (no special tokens added)."""
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    def apply_chat_template(self, messages: Sequence[dict[str, str]]) -> str | None:
-        """The tokenizer's chat template with the generation prompt; None without one."""
-        if not getattr(self.tokenizer, "chat_template", None):
-            return None
-        return self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+    def apply_chat_template(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None = None
+    ) -> str | None:
+        """The tokenizer's chat template with the generation prompt (and ``tools``); None without one."""
+        from mfs_core.backends._hf import render_chat
+
+        return render_chat(self.tokenizer, messages, tools)
 
     def encode_prompt(self, prompt: str) -> list[int]:
         """Token ids of a prompt: special tokens are added only if the text lacks a leading BOS."""

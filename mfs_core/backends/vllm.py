@@ -187,9 +187,11 @@ class VLLMBackend:
         """Tokens of ``text`` under the engine's tokenizer (no special tokens added)."""
         return len(self._tokenizer.encode(text, add_special_tokens=False))
 
-    def apply_chat_template(self, messages: Sequence[dict[str, str]]) -> str | None:
-        """The chat template of ``LLM.get_tokenizer()`` with the generation prompt; None without one."""
-        return _hf.render_chat(self._tokenizer, messages)
+    def apply_chat_template(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None = None
+    ) -> str | None:
+        """The chat template of ``LLM.get_tokenizer()`` with the generation prompt (and ``tools``); None without one."""
+        return _hf.render_chat(self._tokenizer, messages, tools)
 
     def sampling_params(self, request: GenerationRequest, max_tokens: int) -> Any:
         """The ``SamplingParams`` of one request (``max_tokens`` already clamped to the window).

@@ -12,6 +12,9 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
+from mfs_core.answers import AnswerExtractor
 from mfs_core.decoders.common import Decoder, TokenTally, decode_rng, finish_result, request_seed
 from mfs_core.settings import MFSSettings
 from mfs_core.types import DecodeResult, GenerationRequest
@@ -19,7 +22,7 @@ from mfs_core.types import DecodeResult, GenerationRequest
 __all__ = ["decode_cot", "decode_self_consistency", "with_overrides"]
 
 
-def decode_cot(prompt: str, settings: MFSSettings) -> Decoder:
+def decode_cot(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor | None = None) -> Decoder:
     """Greedy chain-of-thought: one argmax completion to the end marker.
 
     One request, ``n = 1``, ``greedy=True`` (vLLM's ``temperature=0``), at most
@@ -30,6 +33,7 @@ def decode_cot(prompt: str, settings: MFSSettings) -> Decoder:
         prompt: the rendered model prompt.
         settings: uses ``max_answer_tokens``, ``end_marker``, ``top_p``, ``temperature``
             (recorded on the request, unused by greedy decoding).
+        answer_key: what the answer is read by (default: the extracted answer).
 
     Yields:
         One list with one request.
@@ -45,10 +49,15 @@ def decode_cot(prompt: str, settings: MFSSettings) -> Decoder:
     outputs = yield [request]
     tally.add([request], outputs)
     cont = outputs[0][0]
-    return finish_result([cont.text], [cont.mean_logprob], settings, tally, stop_reason="greedy", steps=[], method="cot")
+    return finish_result(
+        [cont.text], [cont.mean_logprob], settings, tally, stop_reason="greedy", steps=[], method="cot",
+        answer_key=answer_key,
+    )
 
 
-def decode_self_consistency(prompt: str, settings: MFSSettings) -> Decoder:
+def decode_self_consistency(
+    prompt: str, settings: MFSSettings, answer_key: AnswerExtractor | None = None
+) -> Decoder:
     """Self-consistency (Wang et al., 2023): k sampled completions, majority vote.
 
     ``k = settings.step_beam_size`` (the M paths MFS votes over; the benchmark sets it
@@ -61,6 +70,7 @@ def decode_self_consistency(prompt: str, settings: MFSSettings) -> Decoder:
         prompt: the rendered model prompt.
         settings: uses ``step_beam_size`` (k), ``temperature``, ``top_p``, ``seed``,
             ``max_answer_tokens``, ``end_marker``, ``aggregation``.
+        answer_key: what the vote groups paths by (default: the extracted answer).
 
     Yields:
         One list with one request for ``k`` continuations.
@@ -79,7 +89,7 @@ def decode_self_consistency(prompt: str, settings: MFSSettings) -> Decoder:
     conts = outputs[0]
     return finish_result(
         [c.text for c in conts], [c.mean_logprob for c in conts], settings, tally,
-        stop_reason="sampled", steps=[], method="sc",
+        stop_reason="sampled", steps=[], method="sc", answer_key=answer_key,
     )
 
 
@@ -98,7 +108,8 @@ def with_overrides(
         **overrides: ``MFSSettings`` fields and their values.
 
     Returns:
-        A decoder factory with the shared signature ``(prompt, settings)``.
+        A decoder factory with the shared signature ``(prompt, settings)``; further keyword
+        arguments (``answer_key``) go to ``factory``.
 
     Raises:
         ValueError: an override names no ``MFSSettings`` field (raised here, at definition).
@@ -108,9 +119,9 @@ def with_overrides(
         msg = f"unknown MFSSettings fields in overrides of {method!r}: {unknown}"
         raise ValueError(msg)
 
-    def decode(prompt: str, settings: MFSSettings) -> Decoder:
+    def decode(prompt: str, settings: MFSSettings, **kwargs: Any) -> Decoder:
         changed = MFSSettings(**{**settings.model_dump(), **overrides})
-        result: DecodeResult = yield from factory(prompt, changed)
+        result: DecodeResult = yield from factory(prompt, changed, **kwargs)
         return dataclasses.replace(result, method=method)
 
     decode.__name__ = f"decode_{method.replace('-', '_')}"

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from mfs_core.answers import extract_answer, majority_vote
+from mfs_core.answers import AnswerExtractor, extract_answer, majority_vote
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, DecodeResult, GenerationRequest, StepTrace
 
@@ -109,6 +109,7 @@ def finish_result(
     method: str,
     completion_tokens: int = 0,
     search_settings: dict[str, Any] | None = None,
+    answer_key: AnswerExtractor | None = None,
 ) -> DecodeResult:
     """Aggregate completed paths into a :class:`DecodeResult` (MFS_SPEC.md step 9).
 
@@ -116,8 +117,13 @@ def finish_result(
     text is that answer's best path (with no answer anywhere: the best-``F`` non-blank path). ``best_quality``: the path with the highest ``F``;
     its vote share is the share of paths that agree with its answer.
     ``completion_tokens`` and ``search_settings`` are copied into the result.
+
+    ``answer_key`` replaces :func:`~mfs_core.answers.extract_answer` as what paths are
+    grouped by (None: no vote); with tools bound it is the normalised action of
+    :class:`mfs_core.tools.ActionVote`, so the vote runs over actions.
     """
-    answers = [extract_answer(text) for text in completions]
+    key = answer_key if answer_key is not None else extract_answer
+    answers = [key(text) for text in completions]
     vote = majority_vote(answers, qualities)
     index = vote.index
     if vote.answer is None:

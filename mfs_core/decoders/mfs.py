@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mfs_core import martingale
+from mfs_core.answers import AnswerExtractor
 from mfs_core.decoders.common import Decoder, TokenTally, decode_rng, finish_result, report_step, request_seed
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Candidate, Continuation, GenerationRequest, StepTrace
@@ -53,7 +54,7 @@ def _is_finished(cont: Continuation, end_marker: str) -> bool:
     return cont.finish_reason == "eos" or cont.stop_reason == end_marker or not cont.text.strip()
 
 
-def decode_mfs(prompt: str, settings: MFSSettings) -> Decoder:
+def decode_mfs(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor | None = None) -> Decoder:
     """Decode one prompt with MFS; a generator that yields requests and returns the result.
 
     Steps (MFS_SPEC.md 1-9): sample N candidate steps per beam; finished candidates go to
@@ -74,6 +75,8 @@ def decode_mfs(prompt: str, settings: MFSSettings) -> Decoder:
     Args:
         prompt: the rendered model prompt (chat template + assistant prefix, or raw).
         settings: decoder settings (M, N, λ1, ε_stop, ...).
+        answer_key: what the final vote groups paths by (default: the extracted answer);
+            :class:`mfs_core.tools.ActionVote` votes over tool calls and answers.
 
     Yields:
         Lists of generation requests; expects the matching continuations sent back.
@@ -238,4 +241,5 @@ def decode_mfs(prompt: str, settings: MFSSettings) -> Decoder:
     return finish_result(
         completions, qualities, settings, tally, stop_reason=stop_reason, steps=trace, method="mfs",
         completion_tokens=completion_tokens, search_settings={name: getattr(s, name) for name in SEARCH_SETTINGS},
+        answer_key=answer_key,
     )

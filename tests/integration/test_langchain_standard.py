@@ -7,20 +7,57 @@ are CPU-sized (M = N = 2, two steps, 48-token rollouts) so the suite runs in sec
 mechanics it checks do not depend on M and N.
 
 Capabilities the demo model lacks are declared through the suite's flags, so their tests
-skip with the suite's own reason: tool calling (``has_tool_calling``, which also gates the
-tool-choice, tool-message and agent-loop tests), structured output and JSON mode, image /
-audio / PDF / video input, image and PDF tool messages, Anthropic-format input. The VCR
-stream-time benchmark skips because no HTTP is recorded (a local model).
+skip with the suite's own reason: JSON mode, image / audio / PDF / video input, image and PDF
+tool messages, Anthropic-format input. Tool calling (``has_tool_calling``, which also gates
+the tool-message and agent-loop tests), ``has_tool_choice`` and structured output are on
+exactly when the bundled checkpoint's chat template renders tools
+(:func:`tests.tool_model.demo_model_renders_tools`): off for the first demo model, on once
+the tool-calling demo model is merged. Of those, the tests whose tools or schemas lie
+outside the arithmetic the demo model is trained on are marked ``xfail`` (not strict), each
+with its reason. The VCR stream-time benchmark skips because no HTTP is recorded (a local model).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from typing import Any
 
+import pytest
 from langchain_tests.integration_tests import ChatModelIntegrationTests, ToolsIntegrationTests
 
 from langchain_mfs import ChatMFS, MFSLLM, MFSReasoningTool
 from mfs_core.backends.transformers import demo_model_path
+from tests.tool_model import demo_model_renders_tools
+
+TOOLS = demo_model_renders_tools()
+"""True once the bundled demo model's chat template renders tools."""
+
+
+def _xfail(test: Callable[..., Any], reason: str) -> Callable[..., Any]:
+    """The inherited standard ``test`` (its parametrization kept), marked ``xfail(strict=False)``."""
+    if inspect.iscoroutinefunction(test):
+
+        @functools.wraps(test)
+        async def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            return await test(self, *args, **kwargs)
+
+    else:
+
+        @functools.wraps(test)
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            return test(self, *args, **kwargs)
+
+    return pytest.mark.xfail(reason=reason, strict=False)(wrapper)
+
+
+_NOT_ARITHMETIC = (
+    "the demo model is trained to call arithmetic tools on word problems; this test's {what} lies outside that "
+    "training, so whether a sampled path calls it is luck (the mechanics are tested on a scripted model in "
+    "tests/unit/test_langchain_tool_calling.py)"
+)
+_BASE = ChatModelIntegrationTests
 
 # device="cpu" as tests/conftest.py's demo fixtures: the same backend fields, one loaded model.
 FAST_SETTINGS = {"device": "cpu", "step_beam_size": 2, "num_rollouts": 2, "max_steps": 2, "max_answer_tokens": 48}
@@ -40,15 +77,34 @@ class TestChatMFSIntegration(ChatModelIntegrationTests):
     # --- what the demo model can do ------------------------------------------------------
     @property
     def has_tool_calling(self) -> bool:
-        return False
+        return TOOLS
 
     @property
     def has_tool_choice(self) -> bool:
-        return False
+        return TOOLS
 
     @property
     def has_structured_output(self) -> bool:
-        return False
+        return TOOLS
+
+    # Tool-model tests outside the demo model's arithmetic training (run only when TOOLS).
+    test_bind_runnables_as_tools = _xfail(_BASE.test_bind_runnables_as_tools, _NOT_ARITHMETIC.format(what="greeting tool"))
+    test_tool_calling_with_no_arguments = _xfail(
+        _BASE.test_tool_calling_with_no_arguments, _NOT_ARITHMETIC.format(what="tool without arguments")
+    )
+    test_structured_few_shot_examples = _xfail(_BASE.test_structured_few_shot_examples, _NOT_ARITHMETIC.format(what="Joke schema"))
+    test_structured_output = _xfail(_BASE.test_structured_output, _NOT_ARITHMETIC.format(what="Joke schema"))
+    test_structured_output_async = _xfail(_BASE.test_structured_output_async, _NOT_ARITHMETIC.format(what="Joke schema"))
+    test_structured_output_pydantic_2_v1 = _xfail(
+        _BASE.test_structured_output_pydantic_2_v1, _NOT_ARITHMETIC.format(what="Joke schema")
+    )
+    test_structured_output_optional_param = _xfail(
+        _BASE.test_structured_output_optional_param, _NOT_ARITHMETIC.format(what="Joke schema")
+    )
+    test_agent_loop = _xfail(_BASE.test_agent_loop, _NOT_ARITHMETIC.format(what="weather tool"))
+    test_unicode_tool_call_integration = _xfail(
+        _BASE.test_unicode_tool_call_integration, _NOT_ARITHMETIC.format(what="Unicode-text tool")
+    )
 
     @property
     def supports_json_mode(self) -> bool:

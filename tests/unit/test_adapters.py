@@ -89,9 +89,14 @@ def test_chat_message_normalises_roles(role: str, expected: str) -> None:
     assert chat_message(role, "hi") == {"role": expected, "content": "hi"}
 
 
-def test_chat_message_renders_a_tool_result_as_a_user_turn() -> None:
-    assert chat_message("tool", "7", name="calculator") == {"role": "user", "content": "Tool result (calculator): 7"}
-    assert chat_message("function", "7") == {"role": "user", "content": "Tool result: 7"}
+def test_chat_message_keeps_tool_results_and_tool_calls_for_the_renderer() -> None:
+    assert chat_message("tool", "7", name="calculator", tool_call_id="c1") == {
+        "role": "tool", "content": "7", "name": "calculator", "tool_call_id": "c1"
+    }
+    assert chat_message("function", "7") == {"role": "tool", "content": "7"}
+    calls = [{"name": "add", "arguments": {"a": 3, "b": 4}, "id": "c1"}]
+    assert chat_message("ai", "", tool_calls=calls) == {"role": "assistant", "content": "", "tool_calls": calls}
+    assert chat_message("user", "hi", name="ann") == {"role": "user", "content": "hi"}  # a speaker's name is dropped
 
 
 def test_chat_message_rejects_unknown_roles_and_non_text() -> None:

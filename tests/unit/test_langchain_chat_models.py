@@ -24,7 +24,7 @@ from langchain_mfs.chat_models import to_chat_dicts
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest
-from tests.scripted import ScriptedBackend, continuation
+from tests.scripted import ScriptedBackend, continuation, hermes_template
 
 ANSWER = "2 + 2 = 4\nThe answer is: \\boxed{4}."
 SETTINGS = MFSSettings(step_beam_size=2, num_rollouts=2, max_steps=2)
@@ -57,8 +57,43 @@ class TestChatMFSStandard(ChatModelUnitTests):
             {"step_beam_size": 3, "model": "/models/a-local-model", "temperature": 0.5, "num_rollouts": 2},
         )
 
+    # The demo model's chat template does not render tools: bind_tools raises
+    # ToolsNotSupportedError on it, and the default structured output is function calling.
+    # TestChatMFSStandardWithToolTemplate runs these tests on a template that renders tools.
+    @property
+    def has_tool_calling(self) -> bool:
+        return False
+
+    @property
+    def has_structured_output(self) -> bool:
+        return False
+
     @property
     def supports_model_override(self) -> bool:
+        return True
+
+
+class TestChatMFSStandardWithToolTemplate(TestChatMFSStandard):
+    """The standard unit tests again, on a scripted model whose template renders tools:
+    ``bind_tools`` (every tool form, ``tool_choice="any"``) and ``with_structured_output``
+    (pydantic, TypedDict and JSON schemas; ``function_calling``, ``json_schema``, ``json_mode``;
+    ``strict`` None / False / True) build."""
+
+    @property
+    def chat_model_params(self) -> dict[str, Any]:
+        backend = ScriptedBackend(answer_script, chat_template=hermes_template)
+        return {"engine": MFSEngine(backend, SETTINGS)}
+
+    @property
+    def init_from_env_params(self) -> tuple[dict[str, str], dict[str, Any], dict[str, Any]]:
+        return ({}, {}, {})  # an injected engine's settings fill the fields, not MFS_* variables
+
+    @property
+    def has_tool_calling(self) -> bool:
+        return True
+
+    @property
+    def has_structured_output(self) -> bool:
         return True
 
 
@@ -86,6 +121,15 @@ class TestChatMFSStandardOnAScriptedBackend(ChatModelIntegrationTests):
     @property
     def supports_model_override(self) -> bool:
         # A per-call `model` loads that model; tested on the demo model (integration suite).
+        return False
+
+    # The scripted template has the demo model's shape, which does not render tools.
+    @property
+    def has_tool_calling(self) -> bool:
+        return False
+
+    @property
+    def has_structured_output(self) -> bool:
         return False
 
 
@@ -120,12 +164,24 @@ def test_roles_tool_calls_and_text_blocks_map_to_template_messages() -> None:
     assert to_chat_dicts(messages) == [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "What is 2 + 2?"},
-        {"role": "assistant", "content": 'Called tool add with {"a": 2, "b": 2}'},
-        {"role": "user", "content": "Tool result (add): 4"},
-        {"role": "user", "content": "Tool result (add): 4"},
+        {"role": "assistant", "content": "", "tool_calls": [{"name": "add", "arguments": {"b": 2, "a": 2}, "id": "c1"}]},
+        {"role": "tool", "content": "4", "name": "add", "tool_call_id": "c1"},
+        {"role": "tool", "content": "4", "name": "add"},
         {"role": "assistant", "content": "It is 4."},
         {"role": "user", "content": "Thanks."},
     ]
+
+
+def test_tool_turns_render_as_text_where_the_template_has_no_tools(chat: ChatMFS, backend: ScriptedBackend) -> None:
+    chat.invoke([
+        HumanMessage("What is 2 + 2?"),
+        AIMessage("", tool_calls=[{"name": "add", "args": {"b": 2, "a": 2}, "id": "c1"}]),
+        ToolMessage("4", tool_call_id="c1"),  # no name: taken from the call it answers
+    ])
+    assert backend.calls[0][0].prompt == (
+        "<s><|user|>\nWhat is 2 + 2?\n<|assistant|>\nCalled tool add with {\"a\": 2, \"b\": 2}\n"
+        "<|user|>\nTool result (add): 4\n<|assistant|>\nThe reasoning steps are:\n\n"
+    )
 
 
 @pytest.mark.parametrize(
@@ -224,7 +280,7 @@ def test_get_num_tokens_from_messages_counts_the_rendered_prompt(chat: ChatMFS, 
     messages = [HumanMessage("What is 2 + 2?")]
     chat.invoke(messages)
     assert chat.get_num_tokens_from_messages(messages) == backend.count_tokens(backend.calls[0][0].prompt)
-    with pytest.raises(NotImplementedError, match="tool calling"):
+    with pytest.raises(NotImplementedError, match="cannot call tools: its chat template renders the same prompt"):
         chat.get_num_tokens_from_messages(messages, tools=[{"name": "add"}])
 
 

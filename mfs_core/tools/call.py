@@ -1,0 +1,111 @@
+"""One chat call with tools or structured output, as both adapters make it.
+
+:func:`plan_call` checks the call's tools, tool choice and response format against the
+model once; the :class:`CallPlan` then renders the prompt (tools through the template, a
+JSON instruction for structured output), gives the decode its vote key
+(:class:`~mfs_core.tools.actions.ActionVote`) and parses the chosen completion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from mfs_core.tools.actions import ActionVote, ToolRequest, normalise_tool_choice
+from mfs_core.tools.parsers import ParsedOutput
+from mfs_core.tools.rendering import ToolsNotSupportedError, check_tools, renders_tools, resolve_parser
+from mfs_core.tools.structured import add_system_instruction, json_instruction
+
+__all__ = ["CallPlan", "ResponseFormat", "plan_call"]
+
+
+@dataclass(frozen=True)
+class ResponseFormat:
+    """Structured output through the prompt.
+
+    Attributes:
+        kind: ``"json_schema"`` (an object valid under ``schema``) or ``"json_mode"`` (any
+            object; ``schema`` optional, validated when given).
+        schema: the JSON schema, or None.
+    """
+
+    kind: Literal["json_schema", "json_mode"]
+    schema: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """How one call is rendered, voted on and parsed.
+
+    Attributes:
+        request: the tools and choice, or None (no tools, or ``tool_choice="none"`` with
+            nothing to render).
+        vote: the vote key of the decode, and the parser of the chosen completion.
+        response_format: structured output through the prompt, or None.
+    """
+
+    request: ToolRequest | None
+    vote: ActionVote
+    response_format: ResponseFormat | None = None
+
+    @property
+    def uses_actions(self) -> bool:
+        """True when the vote differs from the plain answer vote (tools or JSON)."""
+        return (self.request is not None and self.request.prompt_tools() is not None) or self.response_format is not None
+
+    def prompt_tools(self) -> list[dict[str, Any]] | None:
+        """The tools the template renders (None: none)."""
+        return self.request.prompt_tools() if self.request is not None else None
+
+    def messages(self, messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``messages`` with the JSON instruction added for structured output (the schema is
+        shown for ``json_schema`` only; ``json_mode`` asks for any object)."""
+        if self.response_format is None:
+            return list(messages)
+        shown = self.response_format.schema if self.response_format.kind == "json_schema" else None
+        return add_system_instruction(messages, json_instruction(shown))
+
+    def render(self, engine: Any, settings: Any, messages: Sequence[dict[str, Any]]) -> str:
+        """The model prompt: :meth:`messages` and :meth:`prompt_tools` through ``engine``'s template."""
+        return engine.render_messages(self.messages(messages), settings, tools=self.prompt_tools())
+
+    def parse(self, text: str) -> ParsedOutput:
+        """The tool calls of the chosen completion (see :meth:`ActionVote.parse`)."""
+        return self.vote.parse(text)
+
+
+def plan_call(
+    backend: Any,
+    tool_call_parser: str,
+    *,
+    tools: Sequence[dict[str, Any]] | None = None,
+    tool_choice: Any = None,
+    response_format: ResponseFormat | None = None,
+) -> CallPlan:
+    """Check a call's tools, choice and format against the model; the :class:`CallPlan`.
+
+    Args:
+        backend: the model (its chat template decides whether tools can be rendered and,
+            for ``tool_call_parser="auto"``, the parser).
+        tool_call_parser: the ``tool_call_parser`` setting.
+        tools: OpenAI-format function tools (:func:`~mfs_core.tools.rendering.check_tools`).
+        tool_choice: see :func:`~mfs_core.tools.actions.normalise_tool_choice`.
+        response_format: structured output through the prompt.
+
+    Raises:
+        ToolsNotSupportedError: tools to render but the template does not render tools.
+        ValueError / TypeError: a malformed tool, a repeated name, a bad ``tool_choice``.
+    """
+    request = None
+    if tools:
+        checked = check_tools(tools)
+        request = ToolRequest(checked, normalise_tool_choice(tool_choice, [t["function"]["name"] for t in checked]))
+        if request.prompt_tools() is not None and not renders_tools(backend):
+            raise ToolsNotSupportedError(backend.model_name)
+    elif tool_choice not in (None, "auto", "none", False):
+        msg = f"tool_choice {tool_choice!r} needs tools; bind tools first"
+        raise ValueError(msg)
+    parser = resolve_parser(tool_call_parser, backend) if request is not None else tool_call_parser
+    vote = ActionVote(parser, request, json_answers=response_format is not None)
+    return CallPlan(request=request, vote=vote, response_format=response_format)
