@@ -25,17 +25,18 @@ from langchain_core.callbacks import (
     dispatch_custom_event,
 )
 from langchain_core.language_models import LangSmithParams
+from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import (
     ensure_config,
     get_async_callback_manager_for_config,
     get_callback_manager_for_config,
 )
-from pydantic import BaseModel, ConfigDict, PrivateAttr, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, PrivateAttr, SecretStr, ValidationError, model_validator
 
 from mfs_core.adapters import engine_for, rename_max_tokens, settings_from_fields, timeout_message
 from mfs_core.answers import AnswerExtractor
-from mfs_core.errors import unknown_name_message
+from mfs_core.errors import one_line, unknown_name_message
 from mfs_core.decoders import get_decoder
 from mfs_core.engine import MFSEngine
 from mfs_core.events import DecodeEvent, StepEvent
@@ -211,7 +212,8 @@ class MFSParams(BaseModel):
             TypeError: ``engine`` is not an :class:`MFSEngine`.
             ValueError: a backend field given differs from the injected engine's.
             TypeError: an unknown argument (one line naming it and the closest valid name).
-            pydantic.ValidationError: a bad value (named).
+            pydantic.ValidationError: a bad value; one line naming the field, the value and
+                the allowed range (:class:`~mfs_core.errors.OneLineValidationError`).
         """
         valid = set(type(self).model_fields) | {"max_tokens"}
         valid |= {f.alias for f in type(self).model_fields.values() if f.alias}
@@ -232,7 +234,10 @@ class MFSParams(BaseModel):
                     )
                     raise ValueError(msg)
             data = {**engine.settings.model_dump(), **data}
-        super().__init__(**data)
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise one_line(exc, MFSSettings) from None
         self._engine = engine
 
     @model_validator(mode="before")
@@ -323,6 +328,24 @@ class MFSParams(BaseModel):
             msg = f"stop must be a list of strings, got the string {stop!r}"
             raise TypeError(msg)
         return list(dict.fromkeys([*(self.stop or []), *(stop or [])]))
+
+    def _convert_input(self, model_input: Any) -> Any:
+        """LangChain's input coercion, with a one-line ``TypeError`` for what it cannot take.
+
+        LangChain reads ``bytes`` as a sequence of ints ("Unsupported message type: <class
+        'int'>" with a URL) and other objects as "Invalid input type"; this names the type
+        and the value instead.
+
+        Raises:
+            TypeError: ``model_input`` is not a string, a ``PromptValue`` or a list of messages.
+        """
+        if isinstance(model_input, (bytes, bytearray)) or not isinstance(model_input, (str, PromptValue, Sequence)):
+            msg = (
+                f"{type(self).__name__} input must be a string, a PromptValue or a list of messages, "
+                f"got {type(model_input).__name__}: {model_input!r:.80}"
+            )
+            raise TypeError(msg)
+        return super()._convert_input(model_input)  # type: ignore[misc]
 
     def _call_settings(self, kwargs: dict[str, Any]) -> tuple[MFSSettings, str]:
         """Settings and decoder of one call: the instance's, changed by the call's keywords.

@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index.core.base.llms.types import ChatMessage, TextBlock, ToolCallBlock
+from llama_index.core.base.llms.types import ChatMessage, TextBlock, ThinkingBlock, ToolCallBlock
 from llama_index.core.llms.llm import ToolSelection
 
 from mfs_core.adapters import chat_message
@@ -40,6 +40,8 @@ def _openai_calls(raw: Any) -> list[dict[str, Any]]:
 def message_dict(index: int, message: ChatMessage) -> dict[str, Any]:
     """One LlamaIndex chat message as a neutral chat dict.
 
+    ``ThinkingBlock`` s (the search an earlier streamed answer showed) are dropped.
+
     Raises:
         ValueError: a block that is neither text nor a tool call (an image, audio), or an
             unknown role (the message names the index and the block type).
@@ -56,6 +58,8 @@ def message_dict(index: int, message: ChatMessage) -> dict[str, Any]:
                 except json.JSONDecodeError:
                     kwargs = {"_raw": kwargs}
             calls.append({"name": block.tool_name, "arguments": kwargs, "id": block.tool_call_id})
+        elif isinstance(block, ThinkingBlock):
+            continue  # the search's reasoning of an earlier answer (stream_chat) is not re-read
         else:
             msg = f"MFSLLM takes text only; message {index} ({message.role.value}) holds a {block.block_type!r} block"
             raise ValueError(msg)

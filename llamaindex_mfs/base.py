@@ -47,7 +47,7 @@ from llama_index.core.base.llms.types import (
     TextBlock,
     ThinkingBlock,
 )
-from llama_index.core.bridge.pydantic import Field, PrivateAttr, SecretStr
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, SecretStr, ValidationError
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from llama_index.core.llms.function_calling import FunctionCallingLLM
@@ -65,7 +65,7 @@ from mfs_core.adapters import (
     token_usage,
 )
 from mfs_core.decoders import get_decoder
-from mfs_core.errors import unknown_name_message
+from mfs_core.errors import one_line, unknown_name_message
 from mfs_core.engine import MFSEngine
 from mfs_core.events import DecodeEvent, EventCallback, StopEvent
 from mfs_core.settings import MFSSettings
@@ -216,14 +216,18 @@ class MFSLLM(FunctionCallingLLM):
         Raises:
             TypeError: an unknown argument (one line naming it and the closest valid name).
             ValueError: ``max_tokens`` and ``max_answer_tokens`` both given and different.
-            pydantic.ValidationError: a value out of range.
+            pydantic.ValidationError: a value out of range; one line naming the field, the
+                value and the allowed range (:class:`~mfs_core.errors.OneLineValidationError`).
         """
         fields = type(self).model_fields
         valid = set(fields) | {"max_tokens"} | {field.alias for field in fields.values() if field.alias}
         unknown = [name for name in data if name not in valid]
         if unknown:
             raise TypeError(unknown_name_message(type(self).__name__, unknown, valid))
-        super().__init__(**rename_max_tokens(data))
+        try:
+            super().__init__(**rename_max_tokens(data))
+        except ValidationError as exc:
+            raise one_line(exc, MFSSettings) from None
 
     def model_post_init(self, context: Any, /) -> None:
         """Resolve the settings and pick the engine; loads the model unless already loaded."""
@@ -441,6 +445,7 @@ class MFSLLM(FunctionCallingLLM):
             if isinstance(event, StopEvent):
                 yield from self._chat_chunks(event.result, stop, plan, thinking=reasoning.text)
 
+    @staticmethod
     def _chat_text(result: DecodeResult, plan: CallPlan) -> tuple[str, ParsedOutput]:
         """The message text (calls removed when tools were rendered) and the parsed calls."""
         parsed = plan.parse(result.text)

@@ -16,7 +16,9 @@ from typing import Any, get_args, get_origin
 from annotated_types import Ge, Gt, Le, Lt, MinLen
 from pydantic import BaseModel, ValidationError
 
-__all__ = ["allowed_range", "closest", "format_validation_error", "unknown_name_message"]
+__all__ = [
+    "OneLineValidationError", "allowed_range", "closest", "format_validation_error", "one_line", "unknown_name_message",
+]
 
 
 def closest(name: str, valid: Iterable[str]) -> str | None:
@@ -120,3 +122,31 @@ def format_validation_error(exc: ValidationError, model: type[BaseModel] | None 
             text += f"; allowed: {allowed}"
         parts.append(text)
     return "; ".join(parts)
+
+
+class OneLineValidationError(ValidationError):
+    """A pydantic ``ValidationError`` whose ``str()`` is one line (:func:`format_validation_error`).
+
+    Still a ``ValidationError`` (and so a ``ValueError``): ``errors()`` gives the details,
+    ``except ValidationError`` catches it. Built by :func:`one_line`.
+    """
+
+    def __str__(self) -> str:
+        return format_validation_error(self, getattr(self, "model", None), sources=getattr(self, "sources", None))
+
+
+def one_line(
+    exc: ValidationError, model: type[BaseModel] | None = None, *, sources: dict[str, str] | None = None
+) -> OneLineValidationError:
+    """``exc`` as a :class:`OneLineValidationError` naming each field, value and allowed range.
+
+    Args:
+        exc: the error pydantic raised.
+        model: the model whose field constraints give the allowed ranges (the adapters pass
+            :class:`~mfs_core.settings.MFSSettings`, whose field names they mirror).
+        sources: field -> where its value came from, shown beside the value.
+    """
+    error = OneLineValidationError.from_exception_data(exc.title, exc.errors(), hide_input=False)
+    error.model = model
+    error.sources = sources
+    return error

@@ -15,7 +15,7 @@ from mfs_core.backends.base import Backend
 from mfs_core.settings import MFSSettings
 from mfs_core.tools.rendering import ToolsNotSupportedError, renders_tools, template_messages
 
-__all__ = ["render_messages", "render_question", "validate_question"]
+__all__ = ["check_encodable", "render_messages", "render_question", "validate_question"]
 
 
 def validate_question(question: object) -> str:
@@ -23,7 +23,8 @@ def validate_question(question: object) -> str:
 
     Raises:
         TypeError: not a string (the message names its type).
-        ValueError: empty or whitespace only (the message shows the value).
+        ValueError: empty or whitespace only (the message shows the value), or text that
+            cannot be encoded as UTF-8 (a lone surrogate; the message names it and where).
     """
     if not isinstance(question, str):
         msg = f"a prompt must be a string, got {type(question).__name__}: {question!r:.80}"
@@ -31,7 +32,24 @@ def validate_question(question: object) -> str:
     if not question.strip():
         msg = f"a prompt must not be empty or whitespace only, got {question!r}"
         raise ValueError(msg)
+    check_encodable(question, "a prompt")
     return question
+
+
+def check_encodable(text: str, what: str) -> None:
+    """Refuse ``text`` that a tokenizer cannot encode (a lone UTF-16 surrogate such as ``'\\ud800'``).
+
+    Raises:
+        ValueError: one line naming the character, its position and ``what`` held it.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        msg = (
+            f"{what} must be valid Unicode text, got the lone surrogate {text[exc.start]!r} at character "
+            f"{exc.start} of {text[max(0, exc.start - 20):exc.start + 20]!r}"
+        )
+        raise ValueError(msg) from None
 
 
 def render_messages(
@@ -66,6 +84,7 @@ def render_messages(
         if not isinstance(content, str):
             msg = f"message {i} ({message.get('role')!r}) content must be a string, got {type(content).__name__}"
             raise TypeError(msg)
+        check_encodable(content, f"message {i} ({message.get('role')!r})")
     if not messages or not any(m["content"].strip() or m.get("tool_calls") for m in messages):
         msg = f"the messages hold no text: {list(messages)!r:.200}"
         raise ValueError(msg)

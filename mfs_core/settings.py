@@ -18,10 +18,10 @@ import warnings
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from mfs_core.errors import closest, unknown_name_message
+from mfs_core.errors import closest, one_line, unknown_name_message
 
 __all__ = ["DEMO_MODEL", "ENV_PREFIX", "MFSSettings", "UnknownSettingWarning", "environment_sources", "setting_sources"]
 
@@ -66,13 +66,17 @@ class MFSSettings(BaseSettings):
 
         Raises:
             TypeError: a keyword that is no setting (one line, naming the closest setting).
-            pydantic.ValidationError: a value out of range.
+            pydantic.ValidationError: a value out of range; its message is one line naming the
+                field, the value and the allowed range (:class:`~mfs_core.errors.OneLineValidationError`).
         """
         unknown = [name for name in values if not name.startswith("_") and name not in type(self).model_fields]
         if unknown:
             raise TypeError(unknown_name_message("MFSSettings", unknown, type(self).model_fields, what="setting"))
         _warn_unknown_env(values.get("_env_file", type(self).model_config.get("env_file")))
-        super().__init__(**values)
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise one_line(exc, type(self)) from None
 
     # --- model and backend -------------------------------------------------------------
     model: str = Field(

@@ -348,8 +348,10 @@ async def test_a_bad_request_fails_alone_among_concurrent_calls(llm: MFSLLM) -> 
 
 
 def test_non_text_input_is_rejected(llm: MFSLLM) -> None:
-    with pytest.raises(ValueError, match="Invalid input type"):
+    with pytest.raises(TypeError, match="MFSLLM input must be a string, a PromptValue or a list of messages, got int: 42"):
         llm.invoke(42)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="got bytes: b'abc'"):
+        llm.invoke(b"abc")  # type: ignore[arg-type]
 
 
 # --- shared model -------------------------------------------------------------------------------

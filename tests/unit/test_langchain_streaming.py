@@ -14,7 +14,8 @@ from mfs_core.engine import MFSEngine
 from mfs_core.events import StepEvent, StopEvent
 from mfs_core.streaming import ReasoningText
 from tests.scripted import ScriptedBackend, continuation
-from tests.unit.test_engine import END, SETTINGS, _unit
+from tests.scripted import END, _unit
+from tests.unit.test_engine import SETTINGS
 
 QUESTION = "question 3: how many?"
 
