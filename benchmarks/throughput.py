@@ -303,11 +303,15 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.flush()
 
     rows = []
-    for label, prompts, run_settings in (("no prefix", plain_prompts, settings),
-                                         (f"{prefix_tokens}-token prefix", prefixed_prompts, prefixed)):
+    profile = ""
+    conditions = ((f"{prefix_tokens}-token prefix", prefixed_prompts, prefixed), ("no prefix", plain_prompts, settings))
+    for label, prompts, run_settings in conditions:  # the prefixed rows first: a slow machine prints them first
         for path, backend in (("before", before), ("after", after)):
             rows.append(_measure(label, path, backend, prompts, run_settings))
-            print(f"  measured {label} / {path}", file=sys.stderr, flush=True)
+            print(f"  measured {label} / {path}: {_table(rows[-1:]).splitlines()[-1]}", file=sys.stderr, flush=True)
+        if args.profile_top and not profile:
+            profile = _profile(after, prefixed_prompts, prefixed, args.profile_top)
+            print(profile, file=sys.stderr, flush=True)
     print()
     print(_table(rows))
     same = all(rows[i].fingerprint == rows[i + 1].fingerprint for i in range(0, len(rows), 2))
@@ -315,9 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"mean rows per round: {', '.join(f'{r.prefix}/{r.path} {r.rows_per_round:.0f}' for r in rows)}")
     if args.json:
         args.json.write_text(json.dumps([{k: v for k, v in vars(r).items() if k != 'fingerprint'} for r in rows], indent=2))
-    if args.profile_top:
+    if profile:
         print()
-        print(_profile(after, prefixed_prompts, prefixed, args.profile_top))
+        print(profile)
     return 0
 
 
