@@ -15,7 +15,7 @@ row's text re-decoded at every token) and "after" (the defaults), side by side:
 - ``prefilled / distinct``: prompt tokens the model ran in prefill over the nodes of the
   token trie of each round's prompts (the fewest possible), summed over the lockstep run
   (target <= 1.2);
-- ``outside generate``: share of the lockstep wall time spent outside ``backend.generate``
+- ``outside generate``: share of the lockstep CPU time spent outside ``backend.generate``
   (the decoders, the scheduler; target <= 5%).
 
 Then a cProfile of the lockstep search (after, with the prefix): the functions with the
@@ -31,8 +31,12 @@ Usage::
     nice -n 15 env OMP_NUM_THREADS=1 python benchmarks/throughput.py            # demo model, CPU
     python benchmarks/throughput.py --model path/to/ckpt --prefix-tokens 1000 --device cuda
 
-Numbers on a machine shared with other jobs are noisy; the ratios within one run (before
-and after measured back to back on the same questions) are what to compare.
+Every rate is per second of this process's CPU time (``time.process_time``, all threads;
+run it with ``OMP_NUM_THREADS=1``), not wall time: on a machine shared with other jobs wall
+times swing with the load, CPU time much less. On an idle machine with one thread the two
+agree; on a GPU use wall time (the GPU's time is not the process's CPU time). Even so the
+numbers are noisy under contention; the ratios within one run (before and after measured
+back to back on the same questions) are what to compare.
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ from mfs_core.decoders import get_decoder  # noqa: E402
 from mfs_core.types import GenerationRequest  # noqa: E402
 
 HELDOUT = Path(__file__).resolve().parent.parent / "mfs_core" / "demo" / "heldout.json"
+CLOCKS = {"cpu": [time.process_time, time.thread_time], "wall": [time.perf_counter, time.perf_counter]}
+CLOCK = list(CLOCKS["cpu"])  # (whole run, inside one generate call); --clock sets it
 
 
 class RecordingBackend:
@@ -70,14 +76,15 @@ class RecordingBackend:
         self.calls = 0
         self.rows = 0
         self.tokens = 0
-        self.rounds: list[list[GenerationRequest]] = []
+        self.seconds = 0.0  # inside generate (CPU time of the calling thread, or wall time)
 
     def generate(self, requests):  # noqa: ANN001, ANN201 - the Backend protocol
+        start = CLOCK[1]()
         outputs = self.inner.generate(requests)
+        self.seconds += CLOCK[1]() - start
         self.calls += 1
         self.rows += sum(r.n for r in requests)
         self.tokens += sum(c.num_tokens for conts in outputs for c in conts)
-        self.rounds.append(list(requests))
         return outputs
 
     def count_tokens(self, text: str) -> int:  # noqa: D102
@@ -118,21 +125,20 @@ def _fresh(backend: TransformersBackend) -> RecordingBackend:
     return RecordingBackend(backend)
 
 
-def _lockstep(backend: TransformersBackend, prompts: list[str], settings: MFSSettings) -> tuple[float, RecordingBackend, Any, list]:
+def _lockstep(backend: TransformersBackend, prompts: list[str], settings: MFSSettings) -> tuple[float, RecordingBackend, list]:
     recorder = _fresh(backend)
     engine = MFSEngine(recorder, settings)
-    start = time.perf_counter()
+    start = CLOCK[0]()
     results = engine.decode_prompts(prompts)
-    wall = time.perf_counter() - start
-    return wall, recorder, engine.stats, results
+    return CLOCK[0]() - start, recorder, results
 
 
 def _sequential(backend: TransformersBackend, prompts: list[str], settings: MFSSettings) -> float:
     engine = MFSEngine(backend, settings)
-    start = time.perf_counter()
+    start = CLOCK[0]()
     for prompt in prompts:
         engine.decode_prompts([prompt])
-    return time.perf_counter() - start
+    return CLOCK[0]() - start
 
 
 def _concurrent(backend: TransformersBackend, prompts: list[str], settings: MFSSettings) -> float:
@@ -147,10 +153,10 @@ def _concurrent(backend: TransformersBackend, prompts: list[str], settings: MFSS
     for thread in threads:
         thread.start()
     barrier.wait()
-    start = time.perf_counter()
+    start = CLOCK[0]()
     for thread in threads:
         thread.join()
-    return time.perf_counter() - start
+    return CLOCK[0]() - start
 
 
 def _raw(backend: TransformersBackend, prompts: list[str], rows: int, tokens_per_row: int) -> float:
@@ -158,10 +164,10 @@ def _raw(backend: TransformersBackend, prompts: list[str], rows: int, tokens_per
     per_prompt = max(1, math.ceil(rows / len(prompts)))
     requests = [GenerationRequest(prompt=p, n=per_prompt, max_tokens=tokens_per_row, temperature=0.7, seed=i)
                 for i, p in enumerate(prompts)]
-    start = time.perf_counter()
+    start = CLOCK[0]()
     outputs = backend.generate(requests)
-    wall = time.perf_counter() - start
-    return sum(c.num_tokens for conts in outputs for c in conts) / wall
+    seconds = CLOCK[0]() - start
+    return sum(c.num_tokens for conts in outputs for c in conts) / seconds
 
 
 def _prefix_text(backend: TransformersBackend, tokens: int) -> str:
@@ -175,7 +181,7 @@ def _prefix_text(backend: TransformersBackend, tokens: int) -> str:
 
 
 def _measure(label: str, path: str, backend: TransformersBackend, prompts: list[str], settings: MFSSettings) -> Row:
-    wall, recorder, stats, results = _lockstep(backend, prompts, settings)
+    seconds, recorder, results = _lockstep(backend, prompts, settings)
     prefill = backend.prefill_stats
     rows_per_round = recorder.rows / recorder.calls
     tokens_per_row = max(1, round(recorder.tokens / recorder.rows))
@@ -183,10 +189,10 @@ def _measure(label: str, path: str, backend: TransformersBackend, prompts: list[
     sequential = _sequential(backend, prompts, settings)
     concurrent = _concurrent(backend, prompts, settings)
     return Row(
-        prefix=label, path=path, mfs_tps=recorder.tokens / wall, raw_tps=raw_tps,
-        lockstep_qps=len(prompts) / wall, sequential_qps=len(prompts) / sequential,
+        prefix=label, path=path, mfs_tps=recorder.tokens / seconds, raw_tps=raw_tps,
+        lockstep_qps=len(prompts) / seconds, sequential_qps=len(prompts) / sequential,
         concurrent_qps=len(prompts) / concurrent, prefill_ratio=prefill.prefill_ratio,
-        outside_share=1 - stats.generate_seconds / wall, tokens=recorder.tokens, rows_per_round=rows_per_round,
+        outside_share=1 - recorder.seconds / seconds, tokens=recorder.tokens, rows_per_round=rows_per_round,
         fingerprint=tuple((r.answer, r.output_tokens) for r in results),
     )
 
@@ -208,9 +214,9 @@ def _profile(backend: TransformersBackend, prompts: list[str], settings: MFSSett
     """cProfile of the lockstep search, driven in this thread (the engine's loop, without its worker)."""
     factory = get_decoder("mfs")
     backend.prefill_stats = PrefillStats()
-    profiler = cProfile.Profile()
+    profiler = cProfile.Profile(CLOCK[0])
     profiler.enable()
-    start = time.perf_counter()
+    start = CLOCK[0]()
     decoders = [factory(p, settings) for p in prompts]
     pending = {i: next(d) for i, d in enumerate(decoders)}
     rounds = 0
@@ -226,7 +232,7 @@ def _profile(backend: TransformersBackend, prompts: list[str], settings: MFSSett
             except StopIteration:
                 pass
         pending = still
-    wall = time.perf_counter() - start
+    wall = CLOCK[0]() - start  # CPU or wall seconds (--clock)
     profiler.disable()
     stream = io.StringIO()
     stats = pstats.Stats(profiler, stream=stream)
@@ -243,7 +249,7 @@ def _profile(backend: TransformersBackend, prompts: list[str], settings: MFSSett
         "  final decode of texts": cumulative("transformers.py:_decode"),
         "decoders (send)": cumulative("mfs.py:decode_mfs"),
     }
-    lines = [f"cProfile of the lockstep search ({len(prompts)} questions, {rounds} rounds, {wall:.1f} s wall under the profiler)"]
+    lines = [f"cProfile of the lockstep search ({len(prompts)} questions, {rounds} rounds, {wall:.1f} s on the run clock under the profiler)"]
     lines += [f"  {name}: {seconds:.2f} s ({100 * seconds / wall:.0f}%)" for name, seconds in parts.items()]
     lines.append("")
     lines.append(stream.getvalue())
@@ -263,8 +269,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-step-tokens", type=int, default=24)
     parser.add_argument("--max-answer-tokens", type=int, default=48)
     parser.add_argument("--profile-top", type=int, default=20, help="functions listed by own time (0: no profile)")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu",
+                        help="cpu: process CPU time (a shared CPU machine); wall: wall time (a GPU)")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args(argv)
+    CLOCK[:] = CLOCKS[args.clock]
 
     settings = MFSSettings(model=args.model, device=args.device, step_beam_size=args.step_beam_size,
                            num_rollouts=args.num_rollouts, max_steps=args.max_steps,
@@ -294,11 +303,15 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.flush()
 
     rows = []
-    for label, prompts, run_settings in (("no prefix", plain_prompts, settings),
-                                         (f"{prefix_tokens}-token prefix", prefixed_prompts, prefixed)):
+    profile = ""
+    conditions = ((f"{prefix_tokens}-token prefix", prefixed_prompts, prefixed), ("no prefix", plain_prompts, settings))
+    for label, prompts, run_settings in conditions:  # the prefixed rows first: a slow machine prints them first
         for path, backend in (("before", before), ("after", after)):
             rows.append(_measure(label, path, backend, prompts, run_settings))
-            print(f"  measured {label} / {path}", file=sys.stderr, flush=True)
+            print(f"  measured {label} / {path}: {_table(rows[-1:]).splitlines()[-1]}", file=sys.stderr, flush=True)
+        if args.profile_top and not profile:
+            profile = _profile(after, prefixed_prompts, prefixed, args.profile_top)
+            print(profile, file=sys.stderr, flush=True)
     print()
     print(_table(rows))
     same = all(rows[i].fingerprint == rows[i + 1].fingerprint for i in range(0, len(rows), 2))
@@ -306,9 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"mean rows per round: {', '.join(f'{r.prefix}/{r.path} {r.rows_per_round:.0f}' for r in rows)}")
     if args.json:
         args.json.write_text(json.dumps([{k: v for k, v in vars(r).items() if k != 'fingerprint'} for r in rows], indent=2))
-    if args.profile_top:
+    if profile:
         print()
-        print(_profile(after, prefixed_prompts, prefixed, args.profile_top))
+        print(profile)
     return 0
 
 

@@ -17,10 +17,11 @@ distinct prompt is prefilled once, and the prefix that prompts share (a few-shot
 question shared by every beam, a beam's path shared by its candidates) once per radix-tree
 node: the distinct prompts are grouped into a token trie, each level of the trie is one
 batched forward pass that continues its parent's KV cache, and the finished caches are
-fanned out (``batch_select_indices``) to the ``n`` rows that continue them. Shorter segments
-are padded where they are (the padding sits in the middle of a row's cache, masked out by the
-attention mask; ``position_ids`` count only real tokens), so every row sees exactly the keys
-and positions it would alone. Samples are unchanged for the same seeds; log-probs agree with
+fanned out (``batch_select_indices``) to the ``n`` rows that continue them. Within a level,
+shorter segments are left-padded (the padding sits in the middle of a row's cache, masked
+out by the attention mask; ``position_ids`` count only real tokens), so every row sees
+exactly the keys and positions it would alone; the finished caches are compacted back to
+the left-padded layout of one row per prompt before decoding. Samples are unchanged for the same seeds; log-probs agree with
 the one-row-per-prompt prefill to float rounding (different batch shapes reduce in a
 different order). :attr:`TransformersBackend.prefill_stats` counts the prompt tokens
 actually prefilled.
@@ -386,7 +387,8 @@ class TransformersBackend:
         prompt that ends with its group's segment keeps that cache row and last-token
         logits; the others split by their next token into child groups, whose cache rows
         are copies of the parent's (``DynamicCache.batch_select_indices``). The finished
-        caches are right-padded to one length (masked), and row ``i`` gets prompt ``i``'s.
+        caches keep only their real positions, left-padded to the longest prompt (the layout
+        of :meth:`_prefill_rows`), and row ``i`` gets prompt ``i``'s.
 
         Returns:
             As :meth:`_prefill_rows`, or None when the model's cache is not made of
@@ -460,25 +462,27 @@ class TransformersBackend:
                 index = torch.tensor(parents, dtype=torch.long, device=device)
                 cache.batch_select_indices(index)
                 mask = mask[index]
-        length = max(state[1].shape[0] for state in finals.values())
+        # Compact: each prompt's real positions (the padding of the levels dropped), left-padded
+        # to the longest prompt, so decoding attends over as many positions as without sharing.
+        width = max(len(ids) for ids in unique)
         order = [finals[u] for u in range(len(unique))]
+        real = [state[1].nonzero().squeeze(1) for state in order]
         rows = torch.tensor(row_prompt, dtype=torch.long, device=device)
 
-        def padded(tensors: list[Any], dim: int) -> Any:
-            out = []
-            for t in tensors:
-                missing = length - t.shape[dim]
-                if missing:
-                    shape = list(t.shape)
-                    shape[dim] = missing
-                    t = torch.cat([t, t.new_zeros(shape)], dim=dim)
-                out.append(t)
-            return torch.stack(out).index_select(0, rows)
+        def compact(tensors: list[Any]) -> Any:
+            heads, _, dim = tensors[0].shape
+            out = tensors[0].new_zeros((len(tensors), heads, width, dim))
+            for u, (t, index) in enumerate(zip(tensors, real)):
+                out[u, :, width - len(index):] = t.index_select(1, index)
+            return out.index_select(0, rows)
 
         for i, layer in enumerate(cache.layers):
-            layer.keys = padded([state[0][i][0] for state in order], dim=1)
-            layer.values = padded([state[0][i][1] for state in order], dim=1)
-        mask = padded([state[1] for state in order], dim=0)
+            layer.keys = compact([state[0][i][0] for state in order])
+            layer.values = compact([state[0][i][1] for state in order])
+        mask = torch.zeros((len(unique), width), dtype=torch.long, device=device)
+        for u, ids in enumerate(unique):
+            mask[u, width - len(ids):] = 1
+        mask = mask.index_select(0, rows)
         logits = torch.stack([state[2] for state in order]).index_select(0, rows)
         next_position = torch.tensor([[state[3]] for state in order], dtype=torch.long, device=device).index_select(0, rows)
         return cache, logits, mask, next_position
