@@ -10,10 +10,16 @@ from mfs_core.bench.report import MethodSummary
 __all__ = ["plot_accuracy_vs_flops"]
 
 
-def plot_accuracy_vs_flops(rows: Sequence[MethodSummary], path: str | Path, title: str = "") -> Path:
-    """Draw accuracy (%) against total FLOPs (log scale), one labelled point per method.
+_MARKERS = "osD^vP*Xhp<>"
 
-    The λ1 sweep's points (labels ``mfs@lambda1=…``) are joined by a line in λ1 order.
+
+def plot_accuracy_vs_flops(rows: Sequence[MethodSummary], path: str | Path, title: str = "") -> Path:
+    """Draw accuracy (%) against total FLOPs (log scale), one point per method.
+
+    Each method has its own colour and marker and is named in a legend outside the axes
+    (so no label can cover another, however close the points); a vertical bar shows the
+    95% Wilson interval of its accuracy. The λ1 sweep's points (labels ``mfs@lambda1=…``)
+    are joined by a line in λ1 order.
 
     Args:
         rows: the table rows.
@@ -40,28 +46,34 @@ def plot_accuracy_vs_flops(rows: Sequence[MethodSummary], path: str | Path, titl
         raise ImportError(msg) from exc
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
+    fig, ax = plt.subplots(figsize=(8.0, 4.4), dpi=120)
     try:
         sweep = sorted((r for r in rows if r.method.startswith("mfs@lambda1=")),
                        key=lambda r: float(r.method.split("=", 1)[1]))
         if len(sweep) > 1:
             ax.plot([max(r.total_flops, 1.0) for r in sweep], [100 * r.accuracy for r in sweep], "-",
                     color="0.6", zorder=1, label="MFS, λ1 sweep")
-        for r in rows:
+        colors = plt.get_cmap("tab10")
+        lows, highs = [], []
+        for i, r in enumerate(rows):
             flops = max(r.total_flops, 1.0)
-            ax.scatter([flops], [100 * r.accuracy], zorder=2)
+            acc = 100 * r.accuracy
+            low = 100 * r.accuracy_low if r.accuracy_low == r.accuracy_low else acc
+            high = 100 * r.accuracy_high if r.accuracy_high == r.accuracy_high else acc
+            lows.append(low)
+            highs.append(high)
             label = f"{r.method} (k={r.sc_k})" if r.sc_k is not None else r.method
-            ax.annotate(label, (flops, 100 * r.accuracy), textcoords="offset points", xytext=(5, 4), fontsize=8)
-        accuracies = [100 * r.accuracy for r in rows]
-        ax.set_ylim(max(0.0, min(accuracies) - 5.0), min(100.0, max(accuracies) + 5.0) if max(accuracies) < 95 else 101.0)
+            label += f": {acc:.1f}%, n={r.questions}"
+            ax.errorbar([flops], [acc], yerr=[[acc - low], [high - acc]], fmt=_MARKERS[i % len(_MARKERS)],
+                        color=colors(i % 10), markersize=7, capsize=3, zorder=2, label=label)
+        ax.set_ylim(max(0.0, min(lows) - 3.0), min(101.0, max(highs) + 3.0))
         ax.set_xscale("log")
         ax.set_xlabel("total FLOPs (6 · output tokens · parameters)")
-        ax.set_ylabel("accuracy (%)")
+        ax.set_ylabel("accuracy (%), 95% interval")
         ax.grid(True, which="both", alpha=0.3)
         if title:
             ax.set_title(title, fontsize=10)
-        if len(sweep) > 1:
-            ax.legend(fontsize=8, loc="lower right")
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False)
         fig.tight_layout()
         fig.savefig(out, format="png")
     finally:

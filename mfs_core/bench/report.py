@@ -1,6 +1,7 @@
 """The results table of a benchmark run: one row per method, written as text, JSON and CSV.
 
-Columns (DESIGN.md, "What is measured"): accuracy, mean output tokens per question, total
+Columns (DESIGN.md, "What is measured"): accuracy with its 95% Wilson score interval
+(``scipy.stats.binomtest``), mean output tokens per question, total
 FLOPs ``6 · n_output_tokens · n_parameters`` (Kaplan et al., as the paper's Table 1), wall
 time, questions per second, and the share of wall time spent outside ``backend.generate``
 (engine overhead: scheduling, decoder logic, φ-Decoding's clustering, tokenisation).
@@ -15,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MethodSummary", "format_table", "summarize", "token_ratio", "write_csv", "write_json"]
+__all__ = ["MethodSummary", "format_table", "summarize", "token_ratio", "wilson_interval", "write_csv", "write_json"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,8 @@ class MethodSummary:
         engine_overhead: share of ``wall_seconds`` spent outside ``backend.generate`` (0-1).
         errors: decodes that raised.
         sc_k: self-consistency's samples per question (None for other methods).
+        accuracy_low: lower end of the 95% Wilson score interval of ``accuracy`` (0-1).
+        accuracy_high: upper end of the same interval (0-1).
     """
 
     method: str
@@ -49,6 +52,8 @@ class MethodSummary:
     engine_overhead: float
     errors: int
     sc_k: int | None = None
+    accuracy_low: float = float("nan")
+    accuracy_high: float = float("nan")
 
 
 def summarize(records: Sequence[dict[str, Any]], methods: Sequence[str]) -> list[MethodSummary]:
@@ -65,6 +70,8 @@ def summarize(records: Sequence[dict[str, Any]], methods: Sequence[str]) -> list
         wall = sum(r["elapsed_seconds"] for r in mine)
         generate = sum(r["generate_seconds"] for r in mine)
         ks = sorted({r["sc_k"] for r in mine if r.get("sc_k") is not None})
+        correct = sum(bool(r["correct"]) for r in mine)
+        low, high = wilson_interval(correct, n)
         rows.append(MethodSummary(
             method=label, questions=n, correct=sum(bool(r["correct"]) for r in mine),
             accuracy=sum(bool(r["correct"]) for r in mine) / n,
@@ -74,8 +81,24 @@ def summarize(records: Sequence[dict[str, Any]], methods: Sequence[str]) -> list
             questions_per_second=n / wall if wall > 0 else float("nan"),
             engine_overhead=max(0.0, 1.0 - generate / wall) if wall > 0 else float("nan"),
             errors=sum(r.get("error") is not None for r in mine), sc_k=ks[-1] if ks else None,
+            accuracy_low=low, accuracy_high=high,
         ))
     return rows
+
+
+def wilson_interval(correct: int, questions: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of ``correct / questions`` (``scipy.stats.binomtest``), as (low, high) in 0-1.
+
+    Raises:
+        ValueError: ``questions`` < 1 or ``correct`` outside ``[0, questions]``.
+    """
+    if questions < 1 or not 0 <= correct <= questions:
+        msg = f"need 0 <= correct <= questions and questions >= 1, got {correct}/{questions}"
+        raise ValueError(msg)
+    from scipy.stats import binomtest
+
+    ci = binomtest(correct, questions).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(ci.low), float(ci.high)
 
 
 def token_ratio(rows: Sequence[MethodSummary], method: str = "mfs", unit: str = "cot") -> float | None:
@@ -88,13 +111,14 @@ def token_ratio(rows: Sequence[MethodSummary], method: str = "mfs", unit: str = 
 
 def format_table(rows: Sequence[MethodSummary]) -> str:
     """A Markdown table of the rows (also readable as plain text)."""
-    header = ["method", "accuracy %", "correct", "out tokens/q", "total FLOPs", "wall s", "q/s", "overhead %"]
+    header = ["method", "accuracy %", "95% CI", "correct", "out tokens/q", "total FLOPs", "wall s", "q/s", "overhead %"]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
     for r in rows:
         label = f"{r.method} (k={r.sc_k})" if r.sc_k is not None else r.method
         if r.errors:
             label += f" [{r.errors} failed]"
-        cells = [label, f"{100 * r.accuracy:.1f}", f"{r.correct}/{r.questions}", f"{r.mean_output_tokens:.1f}",
+        cells = [label, f"{100 * r.accuracy:.1f}", f"{100 * r.accuracy_low:.1f}-{100 * r.accuracy_high:.1f}",
+                 f"{r.correct}/{r.questions}", f"{r.mean_output_tokens:.1f}",
                  f"{r.total_flops:.3e}", f"{r.wall_seconds:.1f}", f"{r.questions_per_second:.3f}",
                  f"{100 * r.engine_overhead:.1f}"]
         lines.append("| " + " | ".join(cells) + " |")

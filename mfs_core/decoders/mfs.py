@@ -31,7 +31,7 @@ STOP_REASONS = {
 SEARCH_SETTINGS = (
     "step_beam_size", "num_rollouts", "foresight_rollouts", "prune_lambda", "width_pruning", "stop_epsilon",
     "min_steps", "max_steps", "early_stopping", "baseline", "selection", "max_finished_fraction",
-    "convergence_finish", "temperature", "rollout_temperature", "step_delimiter",
+    "convergence_finish", "aggregation", "temperature", "rollout_temperature", "step_delimiter",
 )
 """Settings copied into ``DecodeResult.search_settings`` (what the trace depends on)."""
 

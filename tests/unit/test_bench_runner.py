@@ -153,7 +153,9 @@ def test_summary_table_csv_json_and_plot(tmp_path: Path) -> None:
     assert (mfs.accuracy, mfs.engine_overhead) == (1.0, 0.5)
     assert token_ratio(rows) == 10.0
     table = format_table(rows)
-    assert table.splitlines()[2] == "| cot | 50.0 | 1/2 | 20.0 | 2.400e+02 | 4.0 | 0.500 | 25.0 |"
+    # Wilson 95% interval of 1/2 (z = 1.95996): 0.5 ± z·sqrt(1/8 + z²/16) / (1 + z²/2) = 0.5 ± 0.40547.
+    assert (cot.accuracy_low, cot.accuracy_high) == pytest.approx((0.094531, 0.905469), abs=1e-6)
+    assert table.splitlines()[2] == "| cot | 50.0 | 9.5-90.5 | 1/2 | 20.0 | 2.400e+02 | 4.0 | 0.500 | 25.0 |"
     write_csv(rows, tmp_path / "r.csv")
     with (tmp_path / "r.csv").open() as f:
         got = list(csv.DictReader(f))
