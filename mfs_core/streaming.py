@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from mfs_core.events import DecodeEvent, StepEvent, StopEvent, step_summary, stop_summary
+from mfs_core.events import DecodeEvent, StopEvent, step_summary, stop_summary
 from mfs_core.types import DecodeResult
 
 __all__ = ["DecodeStream", "ReasoningText"]

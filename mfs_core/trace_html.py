@@ -52,6 +52,7 @@ summary{cursor:pointer}
 def _fmt(value: float | None, signed: bool = False) -> str:
     if value is None:
         return "–"
+    value = round(value, 3) + 0.0  # no "-0.000"
     return f"{value:+.3f}" if signed else f"{value:.3f}"
 
 
