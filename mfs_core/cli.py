@@ -65,10 +65,8 @@ def _main(
     ] = False,
 ) -> None:
     """Martingale Foresight Sampling (EACL 2026) on a local model."""
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        force=True,
-    )
+    if verbose:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
 
 
 def _default(field: str) -> str:
