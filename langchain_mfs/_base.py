@@ -79,7 +79,11 @@ class MFSParams(BaseModel):
     same name (``MFS_STEP_BEAM_SIZE=4``), else the :class:`MFSSettings` default; with an
     injected ``engine`` it takes the engine's settings instead. Fields are validated by
     :class:`MFSSettings`: a bad value raises ``pydantic.ValidationError`` naming it.
-    ``max_tokens`` is accepted as LangChain's standard name for ``max_answer_tokens``.
+    ``max_tokens`` is accepted as LangChain's standard name for ``max_answer_tokens``. An
+    unknown argument raises a one-line ``TypeError`` naming the closest valid one.
+    ``api_key`` is a ``SecretStr`` (``lc_secrets``: ``MFS_API_KEY``) and never enters the
+    repr, ``_identifying_params`` (the cache key, ``invocation_params``, ``save()``) or a
+    call's keywords.
     """
 
     model_config = ConfigDict(extra="forbid", protected_namespaces=(), arbitrary_types_allowed=True)

@@ -131,9 +131,16 @@ class MFSLLM(FunctionCallingLLM):
     override it for that call only, and ``stop=[...]`` cuts the returned text before the
     first stop sequence; any other keyword raises ``TypeError``.
 
+    Construction refuses an unknown argument (``step_beam=4``) with a one-line ``TypeError``
+    naming the closest valid one, as ``langchain_mfs`` does; ``max_tokens`` sets
+    ``max_answer_tokens`` and ``timeout`` (seconds) bounds how long a call waits, also as
+    there. ``api_key`` is a ``SecretStr`` and is left out of ``to_dict``/``to_json`` (so out
+    of what callbacks and instrumentation events receive); it is not a per-call keyword.
+
     Raises:
+        TypeError: an unknown argument (the message names the closest valid one).
         pydantic.ValidationError: a setting out of range (the message names it).
-        ValueError: an unknown ``method``.
+        ValueError: an unknown ``method``; ``max_tokens`` and ``max_answer_tokens`` that differ.
         FileNotFoundError / ImportError: the model or the backend's dependencies are missing.
     """
 

@@ -30,7 +30,10 @@ from mfs_core.trace import format_reasoning, format_trace, format_vote
 from mfs_core.live import LiveView, write_traces
 from mfs_core.types import DecodeResult
 
-__all__ = ["CPU_DEFAULTS", "DISTRIBUTION", "app", "check_question", "format_trace", "resolve_settings"]
+__all__ = [
+    "CPU_DEFAULTS", "DISTRIBUTION", "app", "check_model", "check_question", "format_trace", "print_result",
+    "resolve_settings",
+]
 
 logger = logging.getLogger("mfs_core.cli")
 
@@ -67,16 +70,15 @@ def _main(
     ] = False,
 ) -> None:
     """Martingale Foresight Sampling (EACL 2026) on a local model."""
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        force=True,
-    )
+    if verbose:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
 
 
 def _default(field: str) -> str:
     """The ``[default: ...]`` text of a flag: its variable, then the CPU or settings default."""
     fallback = CPU_DEFAULTS.get(field, MFSSettings.model_fields[field].default)
-    return f"MFS_{field.upper()}, else {fallback!r}" if isinstance(fallback, str) else f"MFS_{field.upper()}, else {fallback}"
+    shown = repr(fallback) if isinstance(fallback, str) else str(fallback)
+    return f"MFS_{field.upper()}, else {shown}"
 
 
 def resolve_settings(flags: dict[str, Any]) -> tuple[MFSSettings, dict[str, str]]:
@@ -221,7 +223,9 @@ def ask(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     wall = time.perf_counter() - start
-    logger.info("decoded in %.2f s: %d steps, stop reason %s", result.wall_seconds or 0.0, len(result.steps), result.stop_reason)
+    logger.info(
+        "decoded in %.2f s: %d steps, stop reason %s", result.wall_seconds or 0.0, len(result.steps), result.stop_reason
+    )
     if as_json:
         typer.echo(result.to_json(indent=2))
         return
@@ -229,12 +233,13 @@ def ask(
     typer.echo(f"total wall time including model load: {wall:.2f} s")
 
 
-def print_result(question: str, result: Any, settings: MFSSettings) -> str:
+def print_result(question: str, result: DecodeResult, settings: MFSSettings) -> str:
     """What ``mfs ask`` prints for a decode: answer, vote, reasoning (rollout lines marked ``↳``), trace."""
     paths = len(result.completions)
     lines = [
         f"question: {question}",
-        f"answer: {result.answer}  (vote share {result.vote_share:.0%} of {paths} completed path{'s' if paths != 1 else ''})",
+        f"answer: {result.answer}  (vote share {result.vote_share:.0%} of {paths} completed "
+        f"path{'s' if paths != 1 else ''})",
         format_vote(result),
         "reasoning (↳ = completed by a foresight rollout):",
         format_reasoning(result, settings),

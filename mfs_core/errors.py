@@ -90,7 +90,9 @@ def _literal_choices(annotation: Any) -> tuple[Any, ...]:
     return ()
 
 
-def format_validation_error(exc: ValidationError, model: type[BaseModel] | None = None, *, sources: dict[str, str] | None = None) -> str:
+def format_validation_error(
+    exc: ValidationError, model: type[BaseModel] | None = None, *, sources: dict[str, str] | None = None
+) -> str:
     """One line for a pydantic ``ValidationError``: each bad field, its value and its range.
 
     Example: ``step_beam_size=0 (from MFS_STEP_BEAM_SIZE): Input should be greater than or

@@ -37,6 +37,11 @@ def show(text: str, width: int | None = None) -> str:
     return shown
 
 
+def _signed(value: float) -> str:
+    """``value`` as ``+0.0123``; a value that rounds to zero prints ``+0.0000`` (never ``-0.0000``)."""
+    return f"{0.0 if abs(value) < 5e-5 else value:+.4f}"
+
+
 def stop_check(step: StepTrace, settings: MFSSettings) -> str:
     """The convergence test of one step, and why the search went on if it did not stop.
 
@@ -50,7 +55,7 @@ def stop_check(step: StepTrace, settings: MFSSettings) -> str:
     if step.max_step_value is None:
         return ""
     eps = step.stop_epsilon if step.stop_epsilon is not None else settings.stop_epsilon
-    value = f"max V = {step.max_step_value:+.4f}"
+    value = f"max V = {_signed(step.max_step_value)}"
     if step.max_step_value > eps:
         return f"{value} > ε_stop = {eps:g}: go on"
     if step.converged:
@@ -75,7 +80,7 @@ def _candidate_line(cand: Candidate, count: int) -> str:
     mark = "*" if cand.selected else " "
     times = f"×{count}" if count > 1 else ""
     if cand.step_value is not None:
-        outcome = f"V = {cand.step_value:+.4f}"
+        outcome = f"V = {_signed(cand.step_value)}"
     elif cand.finished:
         outcome = "finished, kept as a completed path" if cand.selected else "finished, not kept"
     else:

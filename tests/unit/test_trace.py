@@ -73,6 +73,9 @@ def test_the_stop_check_says_why_the_search_went_on() -> None:
         "max V = +0.5000 > ε_stop = 1e-06: go on"
     )
     assert stop_check(StepTrace(step=0), SETTINGS) == ""
+    assert stop_check(StepTrace(step=0, max_step_value=-1e-9, stop_epsilon=1e-6), SETTINGS).startswith(
+        "max V = +0.0000 <= ε_stop"
+    )  # no "-0.0000"
 
 
 def test_rollout_lines_are_marked_and_escaping_matches_the_trace() -> None:

@@ -1,0 +1,54 @@
+"""Every code block of README.md and docs/*.md runs alone and prints exactly what is shown.
+
+The convention and the runner are :mod:`tools.doc_outputs`; when an output here fails
+after a deliberate change (a new checkpoint, a decoder change), regenerate the shown
+outputs with ``python -m tools.update_doc_outputs`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tools.doc_outputs import DOCS, ROOT, blocks, normalise, run_block, runnable_blocks
+
+BLOCKS = list(runnable_blocks())
+
+
+def _param(block):
+    marks = [pytest.mark.slow] if "slow" in block.flags else []
+    return pytest.param(block, id=block.name, marks=marks)
+
+
+@pytest.mark.parametrize("block", [_param(block) for block in BLOCKS])
+def test_the_block_prints_what_the_page_shows(block, demo_backend) -> None:
+    printed = run_block(block)  # demo_backend: the blocks share the session's loaded demo model
+    if printed and not printed.endswith("\n"):
+        printed += "\n"
+    shown = block.output.code if block.output is not None else ""
+    hint = "regenerate with `python -m tools.update_doc_outputs` and review the diff"
+    assert block.output is not None or not printed, f"{block.name} prints but shows no output block; {hint}"
+    assert normalise(printed) == normalise(shown), f"{block.name}: the printed output differs from the page; {hint}"
+
+
+def test_the_pages_keep_their_examples() -> None:
+    names = {path.relative_to(ROOT).as_posix() for path in DOCS}
+    assert {"README.md", "docs/langchain.md", "docs/llamaindex.md", "docs/backends.md"} <= names
+    per_page = {}
+    for block in BLOCKS:
+        per_page.setdefault(block.path.relative_to(ROOT).as_posix(), []).append(block)
+    assert len(per_page["docs/langchain.md"]) >= 10 and len(per_page["docs/llamaindex.md"]) >= 10
+    assert [b.lang for b in per_page["README.md"]] == ["bash", "python"]  # mfs ask and the Python example
+    sources = "\n".join(block.code for block in BLOCKS)
+    for needle in ("llm.complete(", "stream_complete(", "llm.chat(", "acomplete(", "TokenCountingHandler",
+                   "Settings.llm =", "llm.batch(", "ChatMFS(", "MFSReasoningTool(", "mfs ask "):
+        assert needle in sources, needle
+
+
+def test_output_blocks_follow_code_and_shown_only_blocks_are_marked() -> None:
+    for path in DOCS:
+        for block in blocks(path):
+            assert block.lang != "text" or block.output is None, block.name
+            if block.lang == "python" and not block.runs:
+                assert "no-run" in block.flags, block.name
+            if "no-run" in block.flags:
+                assert block.output is None, f"{block.name}: a no-run block cannot show a checked output"
