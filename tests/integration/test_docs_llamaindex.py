@@ -17,14 +17,26 @@ import pytest
 from llama_index.core import Settings
 from llama_index.core.instrumentation import get_dispatcher
 
+from tests.tool_model import demo_model_renders_tools
+
 DOC = Path(__file__).resolve().parents[2] / "docs" / "llamaindex.md"
-_FENCE = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
+_FENCE = re.compile(r"^```python( tool-model)?\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
-def code_blocks() -> list[tuple[int, str]]:
-    """``(line number, code)`` of each ```python block of the page."""
+def code_blocks(*, tool_model: bool | None = None) -> list[tuple[int, str]]:
+    """``(line number, code)`` of each ```python block of the page.
+
+    Blocks fenced ```python tool-model need the tool-calling demo model; ``tool_model`` None
+    includes them when the bundled model's template renders tools, True always, False never.
+    """
+    if tool_model is None:
+        tool_model = demo_model_renders_tools()
     text = DOC.read_text(encoding="utf-8")
-    return [(text.count("\n", 0, match.start()) + 2, match.group(1)) for match in _FENCE.finditer(text)]
+    return [
+        (text.count("\n", 0, match.start()) + 2, match.group(2))
+        for match in _FENCE.finditer(text)
+        if tool_model or not match.group(1)
+    ]
 
 
 @pytest.fixture
@@ -41,10 +53,11 @@ def restored_llama_index() -> Iterator[None]:
 
 
 def test_the_page_has_its_examples() -> None:
-    blocks = code_blocks()
+    blocks = code_blocks(tool_model=True)
     assert len(blocks) >= 10
+    assert len(blocks) > len(code_blocks(tool_model=False))  # the agent section
     sources = "\n".join(code for _, code in blocks)
-    for needle in ("llm.complete(", "stream_complete(", "llm.chat(", "acomplete(", "TokenCountingHandler", "Settings.llm ="):
+    for needle in ("llm.complete(", "stream_complete(", "llm.chat(", "acomplete(", "TokenCountingHandler", "Settings.llm =", "FunctionAgent("):
         assert needle in sources, needle
 
 
