@@ -44,6 +44,8 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from llama_index.core.llms.function_calling import FunctionCallingLLM
 from llama_index.core.llms.llm import ToolSelection
+from llama_index.core.types import PydanticProgramMode
+from pydantic import BaseModel
 
 from llamaindex_mfs._tools import first_call_only, message_dict, response_blocks, to_tool_specs, tool_selections
 from mfs_core.adapters import (
@@ -58,7 +60,7 @@ from mfs_core.decoders import get_decoder
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import MFSSettings
 from mfs_core.tools import ToolsNotSupportedError, renders_tools
-from mfs_core.tools.call import CallPlan, plan_call
+from mfs_core.tools.call import CallPlan, ResponseFormat, plan_call
 from mfs_core.tools.parsers import ParsedOutput
 from mfs_core.types import DecodeResult
 
@@ -71,7 +73,7 @@ _Render = Callable[[MFSEngine, MFSSettings, CallPlan], str]
 
 _SETTING_NAMES = tuple(MFSSettings.model_fields)
 _PER_CALL_KEYS = frozenset(_SETTING_NAMES) | {"stop"}
-_TOOL_KEYS = frozenset({"tools", "tool_choice"})
+_TOOL_KEYS = frozenset({"tools", "tool_choice", "response_format"})
 
 
 def _setting(name: str) -> Any:
@@ -235,8 +237,12 @@ class MFSLLM(FunctionCallingLLM):
         overrides = {name: value for name, value in kwargs.items() if name not in _TOOL_KEYS and name != "stop"}
         settings = settings_from_fields({**self._field_values(), **overrides}, base=self._base)
         engine = engine_for(settings, self.engine)
+        response_format = kwargs.get("response_format")
+        if isinstance(response_format, dict):
+            response_format = ResponseFormat(response_format["type"], response_format.get("schema"))
         plan = plan_call(
-            engine.backend, settings.tool_call_parser, tools=kwargs.get("tools"), tool_choice=kwargs.get("tool_choice")
+            engine.backend, settings.tool_call_parser, tools=kwargs.get("tools"), tool_choice=kwargs.get("tool_choice"),
+            response_format=response_format,
         )
         rendered = render(engine, settings, plan)
         logger.debug("decoding with %s: M=%d N=%d seed=%d", self.method, settings.step_beam_size,
@@ -338,6 +344,35 @@ class MFSLLM(FunctionCallingLLM):
         text, parsed = self._chat_text(result, plan)
         for chunk in self._completion_chunks(result, stop, text):
             yield self._as_chat(chunk, parsed)
+
+    # --- structured output ---------------------------------------------------------------
+    def _json_kwargs(self, output_cls: type[BaseModel], llm_kwargs: dict[str, Any] | None) -> dict[str, Any] | None:
+        """``llm_kwargs`` plus a JSON response format where the program is LlamaIndex's text one."""
+        if self.metadata.is_function_calling_model or self.pydantic_program_mode != PydanticProgramMode.DEFAULT:
+            return llm_kwargs
+        schema = output_cls.model_json_schema()
+        return {**(llm_kwargs or {}), "response_format": {"type": "json_schema", "schema": schema}}
+
+    def structured_predict(
+        self, output_cls: type[BaseModel], prompt: Any, llm_kwargs: dict[str, Any] | None = None, **prompt_args: Any
+    ) -> Any:
+        """LlamaIndex's ``structured_predict``: by function calling where the template renders
+        tools (``FunctionCallingProgram``), else by JSON: a system instruction with
+        ``output_cls``' schema, the vote over each path's canonical JSON object, and
+        LlamaIndex's ``PydanticOutputParser`` on the chosen completion.
+
+        Raises:
+            ValueError / pydantic.ValidationError: the chosen completion holds no valid object
+                (as LlamaIndex's programs raise).
+        """
+        return super().structured_predict(output_cls, prompt, self._json_kwargs(output_cls, llm_kwargs), **prompt_args)
+
+    async def astructured_predict(
+        self, output_cls: type[BaseModel], prompt: Any, llm_kwargs: dict[str, Any] | None = None, **prompt_args: Any
+    ) -> Any:
+        """Async :meth:`structured_predict`."""
+        kwargs = self._json_kwargs(output_cls, llm_kwargs)
+        return await super().astructured_predict(output_cls, prompt, kwargs, **prompt_args)
 
     # --- function calling ----------------------------------------------------------------
     def _prepare_chat_with_tools(
