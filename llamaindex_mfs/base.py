@@ -115,7 +115,15 @@ class MFSLLM(FunctionCallingLLM):
 
     Per call, keyword arguments named like a setting (``seed=3``, ``step_beam_size=2``)
     override it for that call only, and ``stop=[...]`` cuts the returned text before the
-    first stop sequence; any other keyword raises ``TypeError``.
+    first stop sequence; chat calls also take ``tools`` / ``tool_choice`` (as
+    ``chat_with_tools`` passes them); any other keyword raises ``TypeError``.
+
+    Function calling (``FunctionCallingLLM``): where the model's chat template renders tools,
+    ``metadata.is_function_calling_model`` is True, the tools go to the template, the final
+    vote runs over actions (tool + canonical JSON arguments, or the answer) and the chosen
+    path's calls come back as ``ToolCallBlock`` s / ``ToolSelection`` s, so ``FunctionAgent``,
+    ``predict_and_call`` and ``structured_predict`` work; elsewhere tools raise
+    :class:`~mfs_core.tools.ToolsNotSupportedError`.
 
     Raises:
         pydantic.ValidationError: a setting out of range (the message names it).
