@@ -52,6 +52,8 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from llama_index.core.llms.function_calling import FunctionCallingLLM
 from llama_index.core.llms.llm import ToolSelection
+from llama_index.core.types import PydanticProgramMode
+from pydantic import BaseModel
 
 from llamaindex_mfs._tools import first_call_only, message_dict, response_blocks, to_tool_specs, tool_selections
 from mfs_core.adapters import (
@@ -71,7 +73,7 @@ from mfs_core.events import DecodeEvent, EventCallback, StopEvent
 from mfs_core.settings import MFSSettings
 from mfs_core.streaming import DecodeStream, ReasoningText
 from mfs_core.tools import ToolsNotSupportedError, renders_tools
-from mfs_core.tools.call import CallPlan, plan_call
+from mfs_core.tools.call import CallPlan, ResponseFormat, plan_call
 from mfs_core.tools.parsers import ParsedOutput
 from mfs_core.types import DecodeResult
 from llamaindex_mfs.events import to_instrumentation_event
@@ -87,7 +89,7 @@ _Render = Callable[[MFSEngine, MFSSettings, CallPlan], str]
 _SETTING_NAMES = tuple(MFSSettings.model_fields)
 _PER_CALL_KEYS = (frozenset(_SETTING_NAMES) - {"api_key"}) | {"stop", "max_tokens"}
 """Keywords a call may set: every setting but the secret ``api_key``, ``max_tokens`` and ``stop``."""
-_TOOL_KEYS = frozenset({"tools", "tool_choice"})
+_TOOL_KEYS = frozenset({"tools", "tool_choice", "response_format"})
 
 
 def _setting(name: str) -> Any:
@@ -129,7 +131,15 @@ class MFSLLM(FunctionCallingLLM):
 
     Per call, keyword arguments named like a setting (``seed=3``, ``step_beam_size=2``)
     override it for that call only, and ``stop=[...]`` cuts the returned text before the
-    first stop sequence; any other keyword raises ``TypeError``.
+    first stop sequence; chat calls also take ``tools`` / ``tool_choice`` (as
+    ``chat_with_tools`` passes them); any other keyword raises ``TypeError``.
+
+    Function calling (``FunctionCallingLLM``): where the model's chat template renders tools,
+    ``metadata.is_function_calling_model`` is True, the tools go to the template, the final
+    vote runs over actions (tool + canonical JSON arguments, or the answer) and the chosen
+    path's calls come back as ``ToolCallBlock`` s / ``ToolSelection`` s, so ``FunctionAgent``,
+    ``predict_and_call`` and ``structured_predict`` work; elsewhere tools raise
+    :class:`~mfs_core.tools.ToolsNotSupportedError`.
 
     Construction refuses an unknown argument (``step_beam=4``) with a one-line ``TypeError``
     naming the closest valid one, as ``langchain_mfs`` does; ``max_tokens`` sets
@@ -299,8 +309,12 @@ class MFSLLM(FunctionCallingLLM):
         overrides = rename_max_tokens({name: value for name, value in kwargs.items() if name not in _TOOL_KEYS and name != "stop"})
         settings = settings_from_fields({**self._field_values(), **overrides}, base=self._base)
         engine = engine_for(settings, self.engine)
+        response_format = kwargs.get("response_format")
+        if isinstance(response_format, dict):
+            response_format = ResponseFormat(response_format["type"], response_format.get("schema"))
         plan = plan_call(
-            engine.backend, settings.tool_call_parser, tools=kwargs.get("tools"), tool_choice=kwargs.get("tool_choice")
+            engine.backend, settings.tool_call_parser, tools=kwargs.get("tools"), tool_choice=kwargs.get("tool_choice"),
+            response_format=response_format,
         )
         rendered = render(engine, settings, plan)
         logger.debug("decoding with %s: M=%d N=%d seed=%d", self.method, settings.step_beam_size,
@@ -469,6 +483,35 @@ class MFSLLM(FunctionCallingLLM):
         text, parsed = self._chat_text(result, plan)
         for chunk in self._completion_chunks(result, stop, text):
             yield self._as_chat(chunk, parsed, thinking=thinking)
+
+    # --- structured output ---------------------------------------------------------------
+    def _json_kwargs(self, output_cls: type[BaseModel], llm_kwargs: dict[str, Any] | None) -> dict[str, Any] | None:
+        """``llm_kwargs`` plus a JSON response format where the program is LlamaIndex's text one."""
+        if self.metadata.is_function_calling_model or self.pydantic_program_mode != PydanticProgramMode.DEFAULT:
+            return llm_kwargs
+        schema = output_cls.model_json_schema()
+        return {**(llm_kwargs or {}), "response_format": {"type": "json_schema", "schema": schema}}
+
+    def structured_predict(
+        self, output_cls: type[BaseModel], prompt: Any, llm_kwargs: dict[str, Any] | None = None, **prompt_args: Any
+    ) -> Any:
+        """LlamaIndex's ``structured_predict``: by function calling where the template renders
+        tools (``FunctionCallingProgram``), else by JSON: a system instruction with
+        ``output_cls``' schema, the vote over each path's canonical JSON object, and
+        LlamaIndex's ``PydanticOutputParser`` on the chosen completion.
+
+        Raises:
+            ValueError / pydantic.ValidationError: the chosen completion holds no valid object
+                (as LlamaIndex's programs raise).
+        """
+        return super().structured_predict(output_cls, prompt, self._json_kwargs(output_cls, llm_kwargs), **prompt_args)
+
+    async def astructured_predict(
+        self, output_cls: type[BaseModel], prompt: Any, llm_kwargs: dict[str, Any] | None = None, **prompt_args: Any
+    ) -> Any:
+        """Async :meth:`structured_predict`."""
+        kwargs = self._json_kwargs(output_cls, llm_kwargs)
+        return await super().astructured_predict(output_cls, prompt, kwargs, **prompt_args)
 
     # --- function calling ----------------------------------------------------------------
     def _prepare_chat_with_tools(

@@ -5,7 +5,9 @@ The convention, in the Markdown files:
 * A ```` ```python ```` block runs, alone, in a fresh namespace. A block that prints is
   followed by its output: a line ``<!-- output -->`` and a ```` ```text ```` block holding
   exactly what it prints. ```` ```python no-run ```` blocks are shown only (they need a GPU,
-  a server or a hosted model); ```` ```python slow ```` blocks run in the slow tests only.
+  a server or a hosted model); ```` ```python slow ```` blocks run in the slow tests only;
+  ```` ```python tool-model ```` blocks run once the bundled demo model's chat template
+  renders tools.
 * A ```` ```bash ```` block followed by ``<!-- output -->`` runs too: each of its lines is
   an ``mfs ...`` command, run in-process through the CLI. Other bash blocks (installs,
   servers) are shown only.
@@ -25,6 +27,7 @@ moves them (a new checkpoint, a decoder change), regenerate and review the diff:
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import logging
 import os
@@ -89,7 +92,17 @@ class Block:
         """Whether the block is run: python unless ``no-run``; bash only with an output block."""
         if "no-run" in self.flags:
             return False
+        if "tool-model" in self.flags and not _demo_model_renders_tools():
+            return False
         return self.lang == "python" or (self.lang == "bash" and self.output is not None)
+
+
+@functools.lru_cache(maxsize=1)
+def _demo_model_renders_tools() -> bool:
+    """Whether the bundled demo model's chat template renders tools (``python tool-model`` blocks run then)."""
+    from tests.tool_model import demo_model_renders_tools
+
+    return demo_model_renders_tools()
 
 
 def blocks(path: Path, text: str | None = None) -> list[Block]:

@@ -49,6 +49,6 @@ def test_output_blocks_follow_code_and_shown_only_blocks_are_marked() -> None:
         for block in blocks(path):
             assert block.lang != "text" or block.output is None, block.name
             if block.lang == "python" and not block.runs:
-                assert "no-run" in block.flags, block.name
+                assert {"no-run", "tool-model"} & block.flags, block.name
             if "no-run" in block.flags:
                 assert block.output is None, f"{block.name}: a no-run block cannot show a checked output"

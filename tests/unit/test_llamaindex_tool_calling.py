@@ -136,3 +136,15 @@ def test_structured_predict_goes_through_function_calling() -> None:
     llm, backend = tool_llm(call_sum)
     assert llm.structured_predict(Sum, PromptTemplate("What is {a} plus {b}?"), a=3, b=4) == Sum(total=7)
     assert '"name": "Sum"' in backend.calls[0][0].prompt
+
+
+def test_structured_predict_without_tools_votes_over_json() -> None:
+    from llama_index.core.prompts import PromptTemplate
+
+    backend = ScriptedBackend(lambda request: follow('3 + 4 = 7\n{"total": 7}', request))  # the demo model's template shape
+    llm = MFSLLM(engine=MFSEngine(backend, SETTINGS))
+    assert not llm.metadata.is_function_calling_model
+    result = llm.structured_predict(Sum, PromptTemplate("What is {a} plus {b}?"), a=3, b=4)
+    assert result == Sum(total=7)
+    system = backend.calls[0][0].prompt.split("<|user|>")[0]
+    assert "Answer with a single JSON object that conforms to this JSON schema" in system and '"total"' in system
