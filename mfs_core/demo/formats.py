@@ -28,7 +28,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from mfs_core.demo.problems import (
+from mfs_core.demo.problems_v2 import (
     END_MARKER,
     Operation,
     WordProblem,

@@ -1,29 +1,23 @@
-"""Train the bundled demo model (v2): a small Llama for word problems, RAG prompts and tool calls.
+"""Train the bundled demo model: a small Llama on arithmetic word problems.
 
-Run ``python -m mfs_core.demo.train --output-dir OUT --heldout mfs_core/demo/heldout.json``
-to rebuild the shipped checkpoint (see ``MODEL_CARD.md`` for the exact command and wall
-time on 2 CPU cores); the tests run it for a few steps on a tiny configuration. Needs the
-``[hf]`` extra (torch, transformers, tokenizers) and llama-index-core (its RAG templates).
+Run ``python -m mfs_core.demo.train --output-dir mfs_core/demo/model`` to rebuild the
+shipped checkpoint (about an hour on 2 CPU cores with the defaults); the tests run it for a
+few steps on a tiny configuration. Needs the ``[hf]`` extra (torch, transformers,
+tokenizers).
 
 What it does:
 
-1. Builds a byte-level BPE tokenizer on generated conversations of every kind. Digits are
-   split one per token (a ``Digits(individual_digits=True)`` pre-tokenizer);
-   ``<end_of_reasoning>``, ``<tool_call>``, ``</tool_call>``, ``<tool_response>`` and
-   ``</tool_response>`` are single ordinary (non-special) tokens, so they survive decoding.
-   The tokenizer carries :data:`CHAT_TEMPLATE` (Hugging Face ``apply_chat_template`` with
-   ``tools=``, Hermes / Qwen2.5 style).
-2. Renders each example as the engine prompts the model: the chat template with the
-   generation prompt, then the assistant prefix ``The reasoning steps are:\\n\\n``, then the
-   target lines and EOS. The loss covers only the target (and EOS), minus the lines flagged
-   untrained (the deliberate slips of :func:`mfs_core.demo.problems.write_solution`).
-3. Each step trains on one kind (plain 72%, RAG 14%, tool 14% of steps), as many examples
-   as fit ``--batch-tokens`` padded tokens. ``LlamaForCausalLM`` with AdamW and a cosine
-   schedule; problems are generated on the fly, never from the held-out set
-   (``heldout.json``, seed 20260521).
+1. Builds a byte-level BPE tokenizer on generated problems. Digits are split one per token
+   (a ``Digits(individual_digits=True)`` pre-tokenizer) so the model sees place value. The
+   tokenizer carries a chat template: ``<|user|>\\n{question}\\n<|assistant|>\\n``.
+2. Renders each training example exactly as the engine prompts the model: the chat
+   template with the question as the single user message and the generation prompt, then
+   the assistant prefix ``The reasoning steps are:\\n\\n``, then the solution and EOS.
+   The loss covers only the solution tokens (and EOS).
+3. Trains a ``LlamaForCausalLM`` with AdamW and a cosine schedule; problems are generated
+   on the fly, never from the held-out set (``heldout.json``, seed 20260521).
 4. Saves the model and tokenizer with ``save_pretrained`` (loadable with
-   ``AutoModelForCausalLM.from_pretrained``), ``checkpoint-STEP/`` every ``--save-every``
-   steps, and a ``training_log.json``.
+   ``AutoModelForCausalLM.from_pretrained``) and a ``training_log.json``.
 """
 
 from __future__ import annotations
@@ -35,53 +29,22 @@ import math
 import random
 import time
 from pathlib import Path
-from typing import Any
 
-from mfs_core.demo.formats import Conversation, plain_example, rag_example, tool_example
-from mfs_core.demo.problems import ASSISTANT_PREFIX, END_MARKER, generate_problem, generate_problems, write_heldout
+from mfs_core.demo.problems import ASSISTANT_PREFIX, END_MARKER, generate_problems, write_heldout
 
 logger = logging.getLogger(__name__)
 
 HELDOUT_SEED = 20260521
 HELDOUT_SIZE = 500
-SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<|system|>", "<|user|>", "<|assistant|>", "<|tool|>"]
-MARKER_TOKENS = [END_MARKER, "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
-KIND_WEIGHTS = {"plain": 72, "rag": 14, "tool": 14}
-
 CHAT_TEMPLATE = (
-    "{{ bos_token }}"
-    "{%- if tools %}"
-    "{{- '<|system|>\\n' }}"
-    "{%- if messages[0]['role'] == 'system' %}{{- messages[0]['content'] + '\\n\\n' }}{%- endif %}"
-    "{{- 'You may call functions to help with the question. The functions are inside <tools></tools>:\\n<tools>\\n' }}"
-    "{%- for tool in tools %}{{- tool | tojson }}{{- '\\n' }}{%- endfor %}"
-    "{{- '</tools>\\n\\nTo call a function, write a JSON object with its name and arguments inside "
-    "<tool_call></tool_call>:\\n<tool_call>\\n{\"name\": <function-name>, \"arguments\": <args-json-object>}"
-    "\\n</tool_call>\\n' }}"
-    "{%- endif %}"
-    "{%- for message in messages %}"
-    "{%- if tools and loop.first and message['role'] == 'system' %}"
-    "{%- elif message['role'] == 'assistant' and message['tool_calls'] is defined and message['tool_calls'] %}"
-    "{{- '<|assistant|>\\n' }}"
-    "{%- if message['content'] %}{{- message['content'] + '\\n' }}{%- endif %}"
-    "{%- for call in message['tool_calls'] %}"
-    "{%- if call['function'] is defined %}{%- set call = call['function'] %}{%- endif %}"
-    "{{- '<tool_call>\\n{\"name\": \"' + call['name'] + '\", \"arguments\": ' }}"
-    "{%- if call['arguments'] is string %}{{- call['arguments'] }}{%- else %}{{- call['arguments'] | tojson }}{%- endif %}"
-    "{{- '}\\n</tool_call>\\n' }}"
-    "{%- endfor %}"
-    "{%- elif message['role'] == 'tool' %}"
-    "{{- '<|tool|>\\n<tool_response>\\n' + message['content'] + '\\n</tool_response>\\n' }}"
-    "{%- else %}"
-    "{{- '<|' + message['role'] + '|>\\n' + message['content'] + '\\n' }}"
-    "{%- endif %}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|assistant|>\\n' }}{%- endif %}"
+    "{{ bos_token }}{% for message in messages %}<|{{ message['role'] }}|>\n{{ message['content'] }}\n"
+    "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
 )
+SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<|system|>", "<|user|>", "<|assistant|>"]
 
 
 def build_tokenizer(corpus: list[str], vocab_size: int):
-    """Train a byte-level BPE tokenizer with one-digit tokens and the chat template.
+    """Train a byte-level BPE tokenizer with one-digit tokens and a chat template.
 
     Args:
         corpus: training texts.
@@ -108,105 +71,75 @@ def build_tokenizer(corpus: list[str], vocab_size: int):
         show_progress=False,
     )
     tokenizer.train_from_iterator(corpus, trainer=trainer)
-    # Ordinary (non-special) tokens: they stay in decoded text.
-    tokenizer.add_tokens([AddedToken(t, normalized=False, special=False) for t in MARKER_TOKENS])
+    # The end marker is one ordinary (non-special) token: it stays in decoded text.
+    tokenizer.add_tokens([AddedToken(END_MARKER, normalized=False, special=False)])
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         bos_token="<s>",
         eos_token="</s>",
         pad_token="<pad>",
-        additional_special_tokens=["<|system|>", "<|user|>", "<|assistant|>", "<|tool|>"],
+        additional_special_tokens=["<|system|>", "<|user|>", "<|assistant|>"],
         padding_side="left",
-        model_max_length=2048,
+        model_max_length=512,
     )
     fast.chat_template = CHAT_TEMPLATE
     return fast
 
 
-def render_prompt(tokenizer, conversation: Conversation) -> str:
-    """The engine's prompt: chat template (with ``tools``), generation prompt, assistant prefix."""
-    kwargs: dict[str, Any] = {"tools": conversation.tools} if conversation.tools else {}
-    return tokenizer.apply_chat_template(conversation.messages, tokenize=False, add_generation_prompt=True,
-                                         **kwargs) + ASSISTANT_PREFIX
+def render_prompt(tokenizer, question: str) -> str:
+    """The engine's prompt for ``question``: chat template, generation prompt, prefix."""
+    messages = [{"role": "user", "content": question}]
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + ASSISTANT_PREFIX
 
 
-def draw_example(kind: str, rng: random.Random, heldout: frozenset[str], slip_rate: float) -> Conversation:
-    """One training conversation of ``kind`` (``plain``, ``rag``, ``tool``), never a held-out question."""
-    if kind == "tool":
-        return tool_example(rng)
-    while True:
-        problem = generate_problem(rng)
-        if problem.question not in heldout:
-            break
-    return plain_example(problem, rng, slip_rate) if kind == "plain" else rag_example(problem, rng, slip_rate)
-
-
-def encode_example(tokenizer, conversation: Conversation, max_length: int) -> tuple[list[int], list[int]]:
-    """Token ids and loss labels (-100 on the prompt and on untrained lines)."""
-    ids = tokenizer(render_prompt(tokenizer, conversation), add_special_tokens=False)["input_ids"]
-    labels = [-100] * len(ids)
-    last = len(conversation.target) - 1
-    for i, (line, trained) in enumerate(conversation.target):
-        piece = tokenizer(line + ("\n" if i < last else ""), add_special_tokens=False)["input_ids"]
-        ids += piece
-        labels += piece if trained else [-100] * len(piece)
-    ids.append(tokenizer.eos_token_id)
-    labels.append(tokenizer.eos_token_id)
-    return ids[:max_length], labels[:max_length]
-
-
-def collate(tokenizer, rows: list[tuple[list[int], list[int]]]):
-    """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` tensors."""
+def encode_batch(tokenizer, problems, max_length: int):
+    """Token ids and loss labels (-100 on the prompt) for a batch, right-padded."""
     import torch
 
-    width = max(len(ids) for ids, _ in rows)
+    rows, labels = [], []
+    for problem in problems:
+        prompt_ids = tokenizer(render_prompt(tokenizer, problem.question), add_special_tokens=False)["input_ids"]
+        answer_ids = tokenizer(problem.solution, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        ids = (prompt_ids + answer_ids)[:max_length]
+        label = ([-100] * len(prompt_ids) + answer_ids)[:max_length]
+        rows.append(ids)
+        labels.append(label)
+    width = max(len(r) for r in rows)
     input_ids = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long)
     label_ids = torch.full((len(rows), width), -100, dtype=torch.long)
     attention = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, (ids, label) in enumerate(rows):
+    for i, (ids, label) in enumerate(zip(rows, labels)):
         input_ids[i, : len(ids)] = torch.tensor(ids)
         label_ids[i, : len(label)] = torch.tensor(label)
         attention[i, : len(ids)] = 1
     return input_ids, attention, label_ids
 
 
-def make_batch(tokenizer, rng: random.Random, heldout: frozenset[str], batch_tokens: int, max_length: int,
-               slip_rate: float, max_examples: int = 256):
-    """One batch of a drawn kind holding at most ``batch_tokens`` padded tokens."""
-    kind = rng.choices(list(KIND_WEIGHTS), weights=list(KIND_WEIGHTS.values()))[0]
-    rows: list[tuple[list[int], list[int]]] = []
-    width = 0
-    while len(rows) < max_examples:
-        row = encode_example(tokenizer, draw_example(kind, rng, heldout, slip_rate), max_length)
-        new_width = max(width, len(row[0]))
-        if rows and new_width * (len(rows) + 1) > batch_tokens:
-            break
-        rows.append(row)
-        width = new_width
-    return kind, collate(tokenizer, rows)
-
-
 def main(argv: list[str] | None = None) -> dict:
     """Train and save the demo model; returns the training log (also written as JSON)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output-dir", type=Path, required=True)
-    parser.add_argument("--steps", type=int, default=900)
-    parser.add_argument("--batch-tokens", type=int, default=6144, help="padded tokens per batch")
-    parser.add_argument("--lr", type=float, default=2e-3)
-    parser.add_argument("--hidden-size", type=int, default=256)
+    parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--hidden-size", type=int, default=192)
     parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--intermediate-size", type=int, default=640)
-    parser.add_argument("--vocab-size", type=int, default=1024)
-    parser.add_argument("--max-length", type=int, default=768)
-    parser.add_argument("--context-window", type=int, default=2048, help="max_position_embeddings (RoPE)")
-    parser.add_argument("--slip-rate", type=float, default=0.15, help="share of solutions with one wrong step")
+    parser.add_argument("--heads", type=int, default=6)
+    parser.add_argument("--intermediate-size", type=int, default=512)
+    parser.add_argument("--vocab-size", type=int, default=768)
+    parser.add_argument("--max-length", type=int, default=192)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--heldout", type=Path, default=None, help="also write the held-out set here")
-    parser.add_argument("--log-every", type=int, default=20)
-    parser.add_argument("--save-every", type=int, default=0,
-                        help="also save checkpoint-STEP/ every this many steps (0: only the final model)")
+    parser.add_argument("--log-every", type=int, default=50)
+    parser.add_argument(
+        "--init-from", type=Path, default=None,
+        help="continue from this saved model and tokenizer instead of a fresh model (a second phase)",
+    )
+    parser.add_argument(
+        "--save-every", type=int, default=0,
+        help="also save checkpoint-STEP/ every this many steps (0: only the final model)",
+    )
     args = parser.parse_args(argv)
 
     import torch
@@ -217,17 +150,14 @@ def main(argv: list[str] | None = None) -> dict:
     torch.manual_seed(args.seed)
     heldout = generate_problems(HELDOUT_SIZE, seed=HELDOUT_SEED)
     heldout_questions = frozenset(p.question for p in heldout)
-    if args.heldout is not None:
-        write_heldout(args.heldout, heldout)
-    corpus_rng = random.Random(args.seed + 1)
-    corpus = []
-    for kind in ["plain"] * 3000 + ["rag"] * 1000 + ["tool"] * 1000:
-        conversation = draw_example(kind, corpus_rng, heldout_questions, args.slip_rate)
-        tools = conversation.tools
-        corpus.append("\n".join(str(m.get("content") or "") for m in conversation.messages)
-                      + ("\n" + json.dumps(tools) if tools else "") + "\n" + ASSISTANT_PREFIX
-                      + "\n".join(line for line, _ in conversation.target))
-    tokenizer = build_tokenizer(corpus, args.vocab_size)
+    corpus_problems = generate_problems(5000, seed=args.seed + 1, exclude=heldout_questions)
+    corpus = [p.question + "\n" + ASSISTANT_PREFIX + p.solution for p in corpus_problems]
+    if args.init_from is not None:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(args.init_from)
+    else:
+        tokenizer = build_tokenizer(corpus, args.vocab_size)
 
     config = LlamaConfig(
         vocab_size=len(tokenizer),
@@ -236,15 +166,14 @@ def main(argv: list[str] | None = None) -> dict:
         num_hidden_layers=args.layers,
         num_attention_heads=args.heads,
         num_key_value_heads=args.heads,
-        max_position_embeddings=args.context_window,
+        max_position_embeddings=512,
         rope_theta=10000.0,
         tie_word_embeddings=True,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
-    model = LlamaForCausalLM(config)
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model = LlamaForCausalLM.from_pretrained(args.init_from) if args.init_from is not None else LlamaForCausalLM(config)
     num_parameters = sum(p.numel() for p in model.parameters())
     logger.info("model: %d parameters", num_parameters)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1, betas=(0.9, 0.98))
@@ -258,15 +187,19 @@ def main(argv: list[str] | None = None) -> dict:
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at)
     rng = random.Random(args.seed + 2)
-    args.output_dir.mkdir(parents=True, exist_ok=True)
+    from mfs_core.demo.problems import generate_problem
 
     model.train()
     start = time.perf_counter()
     losses: list[float] = []
     history = []
     for step in range(args.steps):
-        kind, (input_ids, attention, labels) = make_batch(
-            tokenizer, rng, heldout_questions, args.batch_tokens, args.max_length, args.slip_rate)
+        batch = []
+        while len(batch) < args.batch_size:
+            problem = generate_problem(rng)
+            if problem.question not in heldout_questions:
+                batch.append(problem)
+        input_ids, attention, labels = encode_batch(tokenizer, batch, args.max_length)
         loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -285,21 +218,24 @@ def main(argv: list[str] | None = None) -> dict:
             tokenizer.save_pretrained(checkpoint)
     wall = time.perf_counter() - start
 
+    args.output_dir.mkdir(parents=True, exist_ok=True)
     model.eval()
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(args.output_dir, safe_serialization=True)
     tokenizer.save_pretrained(args.output_dir)
+    if args.heldout is not None:
+        write_heldout(args.heldout, heldout)
     log = {
         "steps": args.steps,
-        "batch_tokens": args.batch_tokens,
+        "batch_size": args.batch_size,
         "learning_rate": args.lr,
-        "slip_rate": args.slip_rate,
-        "seed": args.seed,
         "num_parameters": num_parameters,
         "config": {
             "hidden_size": model.config.hidden_size, "layers": model.config.num_hidden_layers,
             "heads": model.config.num_attention_heads, "intermediate_size": model.config.intermediate_size,
-            "vocab_size": model.config.vocab_size, "max_position_embeddings": model.config.max_position_embeddings,
+            "vocab_size": model.config.vocab_size,
         },
+        "init_from": str(args.init_from) if args.init_from is not None else None,
         "wall_seconds": round(wall, 1),
         "final_loss": history[-1]["loss"] if history else None,
         "history": history,

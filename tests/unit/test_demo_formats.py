@@ -8,7 +8,7 @@ from llama_index.core.chat_engine.condense_plus_context import DEFAULT_CONTEXT_P
 from llama_index.core.prompts.chat_prompts import TEXT_QA_SYSTEM_PROMPT
 
 from mfs_core.demo.formats import LANGCHAIN_RAG_TEMPLATE, plain_example, rag_example, tool_example
-from mfs_core.demo.problems import END_MARKER, generate_problem
+from mfs_core.demo.problems_v2 import END_MARKER, generate_problem
 
 CALL = re.compile(r"^<tool_call>\n(\{.*\})\n</tool_call>" + re.escape(END_MARKER) + "$")
 
