@@ -1,0 +1,326 @@
+"""Measure the decoding statistics of a model on the demo held-out set, with 95% intervals.
+
+``python -m mfs_core.demo.evaluate [--model PATH] [--limit N] [--seed S]`` prints, for the
+first N problems of ``mfs_core/demo/heldout.json`` (default model: the bundled ``mfs-demo``):
+
+* **greedy accuracy** (argmax decoding), with a Wilson interval;
+* **self-consistency**: majority vote over 16 samples at T = 0.7 (Wilson interval), and
+  its gain over greedy (paired bootstrap interval over questions);
+* **diverse first steps**: share of questions whose 16 sampled first steps (step 0, the
+  first line after the assistant prefix) hold >= 2 distinct texts (Wilson);
+* **AUROC of the foresight quality F** for arithmetically right vs wrong steps: a step is
+  one line; it is *wrong* when its first equation ``a op b = c`` (op in + - * /) is
+  false, *right* when true, and not scored without an equation. F of a step is the mean
+  raw log-probability per token of one T = 0.7 rollout from the end of that step to the
+  end of the answer (MFS_SPEC.md's foresight quality with one rollout). Steps are taken
+  from the first ``--rollout-paths`` of the 16 sampled paths (bootstrap interval over
+  questions);
+* **mean step value** ``V_t = F_t - F_{t-1}`` (``F_{-1}``: a rollout from the bare prompt)
+  over the steps of paths whose final answer is right vs wrong (bootstrap intervals).
+
+Everything runs through :class:`~mfs_core.backends.transformers.TransformersBackend`'s
+batched ``generate``; no MFS or other search decoder is run. The numbers are properties
+of the model, measured before any decoder sees it (issue 10, item 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["EQUATION", "QuestionStats", "evaluate", "main", "step_is_right", "wilson_interval"]
+
+EQUATION = re.compile(r"(\d+)\s*([+\-*/])\s*(\d+)\s*=\s*(\d+)")
+"""The first ``a op b = c`` of a line."""
+
+
+def step_is_right(line: str) -> bool | None:
+    """True/False when the first equation of ``line`` is arithmetically right/wrong; None without one."""
+    match = EQUATION.search(line)
+    if match is None:
+        return None
+    a, op, b, c = int(match.group(1)), match.group(2), int(match.group(3)), int(match.group(4))
+    if op == "+":
+        value: float = a + b
+    elif op == "-":
+        value = a - b
+    elif op == "*":
+        value = a * b
+    else:
+        value = a / b if b else math.nan
+    return value == c
+
+
+def wilson_interval(successes: int, total: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson score interval of a proportion (95% for the default ``z``).
+
+    Raises:
+        ValueError: ``total`` < 1 or ``successes`` outside 0..total.
+    """
+    if total < 1 or not 0 <= successes <= total:
+        msg = f"need 0 <= successes <= total and total >= 1, got {successes}/{total}"
+        raise ValueError(msg)
+    p = successes / total
+    denominator = 1 + z * z / total
+    centre = (p + z * z / (2 * total)) / denominator
+    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass
+class QuestionStats:
+    """What one question contributes (steps: ``(right, F)``; paths: ``(path_right, [V_t])``)."""
+
+    greedy_right: bool
+    sc_right: bool
+    diverse_first_steps: bool
+    steps: list[tuple[bool, float]] = field(default_factory=list)
+    paths: list[tuple[bool, list[float]]] = field(default_factory=list)
+
+
+def _lines(text: str) -> list[str]:
+    return [line for line in text.split("\n") if line.strip()]
+
+
+def _mean_logprob(continuation: Any) -> float:
+    return continuation.logprob_sum / max(1, len(continuation.token_ids))
+
+
+def evaluate(backend: Any, prompts: list[str], targets: list[float], seed: int, samples: int = 16,
+             temperature: float = 0.7, rollout_paths: int = 4, max_tokens: int = 384,
+             chunk: int = 8, progress: bool = True) -> list[QuestionStats]:
+    """The per-question statistics of ``prompts`` (rendered prompts, assistant prefix included).
+
+    Args:
+        backend: a :class:`~mfs_core.backends.transformers.TransformersBackend`.
+        prompts: model prompts.
+        targets: gold numeric answers.
+        seed: base seed; question i samples with seed ``seed + i`` and its rollouts with
+            seeds derived from it.
+        samples: sampled paths per question (16).
+        temperature: sampling temperature of the paths and rollouts (0.7).
+        rollout_paths: sampled paths per question whose steps get rollouts (F, V).
+        max_tokens: token budget of every path and rollout.
+        chunk: questions per batched ``generate`` call.
+        progress: print one line per chunk.
+
+    Returns:
+        One :class:`QuestionStats` per prompt.
+    """
+    from mfs_core.answers import majority_vote
+    from mfs_core.bench.scoring import extract_prediction, is_correct
+    from mfs_core.types import GenerationRequest
+
+    def right(text: str, target: float) -> bool:
+        return is_correct("demo", extract_prediction("demo", text), target)
+
+    results: list[QuestionStats] = []
+    start = time.perf_counter()
+    for lo in range(0, len(prompts), chunk):
+        block = list(range(lo, min(lo + chunk, len(prompts))))
+        requests = []
+        for i in block:
+            requests.append(GenerationRequest(prompts[i], n=1, max_tokens=max_tokens, greedy=True))
+            requests.append(GenerationRequest(prompts[i], n=samples, max_tokens=max_tokens,
+                                              temperature=temperature, seed=seed + i))
+        outputs = backend.generate(requests)
+        # Rollouts: one from the bare prompt and one after every non-final line of the first paths.
+        rollout_requests: list[GenerationRequest] = []
+        index: list[tuple[int, int, int]] = []  # (question, path, line) ; path -1 = bare prompt
+        for q, i in enumerate(block):
+            paths = outputs[2 * q + 1]
+            rollout_requests.append(GenerationRequest(prompts[i], n=1, max_tokens=max_tokens,
+                                                      temperature=temperature, seed=seed + 1_000_003 * (i + 1)))
+            index.append((i, -1, -1))
+            for p, path in enumerate(paths[:rollout_paths]):
+                lines = path.text.split("\n")
+                for t in range(len(lines) - 1):
+                    if not lines[t].strip():
+                        continue
+                    prefix = "\n".join(lines[: t + 1]) + "\n"
+                    rollout_requests.append(GenerationRequest(
+                        prompts[i] + prefix, n=1, max_tokens=max_tokens, temperature=temperature,
+                        seed=seed + 1_000_003 * (i + 1) + 1009 * (p + 1) + t + 1))
+                    index.append((i, p, t))
+        rollouts = backend.generate(rollout_requests) if rollout_requests else []
+        foresight: dict[tuple[int, int, int], float] = {
+            key: _mean_logprob(out[0]) for key, out in zip(index, rollouts)
+        }
+        for q, i in enumerate(block):
+            greedy = outputs[2 * q][0].text
+            paths = outputs[2 * q + 1]
+            texts = [c.text for c in paths]
+            vote = majority_vote([extract_prediction("demo", t) for t in texts], [0.0] * len(texts))
+            sc_right = vote.answer is not None and is_correct("demo", vote.answer, targets[i])
+            first_steps = {(_lines(t) or [""])[0] for t in texts}
+            stats = QuestionStats(greedy_right=right(greedy, targets[i]), sc_right=sc_right,
+                                  diverse_first_steps=len(first_steps) >= 2)
+            for p, path in enumerate(paths[:rollout_paths]):
+                lines = path.text.split("\n")
+                previous = foresight[(i, -1, -1)]
+                values = []
+                for t in range(len(lines) - 1):
+                    if (i, p, t) not in foresight:
+                        continue
+                    f = foresight[(i, p, t)]
+                    values.append(f - previous)
+                    previous = f
+                    label = step_is_right(lines[t])
+                    if label is not None:
+                        stats.steps.append((label, f))
+                stats.paths.append((right(path.text, targets[i]), values))
+            results.append(stats)
+        if progress:
+            done = len(results)
+            greedy_acc = sum(r.greedy_right for r in results) / done
+            sc_acc = sum(r.sc_right for r in results) / done
+            print(f"  {done}/{len(prompts)} questions, {time.perf_counter() - start:.0f} s: "
+                  f"greedy {greedy_acc:.3f}, SC {sc_acc:.3f}", flush=True)
+    return results
+
+
+def _auroc(steps: list[tuple[bool, float]]) -> float:
+    from sklearn.metrics import roc_auc_score
+
+    labels = [int(r) for r, _ in steps]
+    if len(set(labels)) < 2:
+        return math.nan
+    return float(roc_auc_score(labels, [f for _, f in steps]))
+
+
+def _path_values(results: list[QuestionStats], want: bool) -> list[float]:
+    return [v for r in results for ok, values in r.paths if ok == want for v in values]
+
+
+def summarize(results: list[QuestionStats], seed: int = 0, resamples: int = 1000) -> dict[str, Any]:
+    """Point estimates and 95% intervals (Wilson for proportions; bootstrap over questions otherwise)."""
+    import numpy as np
+
+    n = len(results)
+    greedy = sum(r.greedy_right for r in results)
+    sc = sum(r.sc_right for r in results)
+    diverse = sum(r.diverse_first_steps for r in results)
+    steps = [s for r in results for s in r.steps]
+    wrong_steps = sum(1 for ok, _ in steps if not ok)
+    rng = np.random.default_rng(seed)
+    boot: dict[str, list[float]] = {"gain": [], "auroc": [], "v_right": [], "v_wrong": [], "v_diff": []}
+    for _ in range(resamples):
+        sample = [results[j] for j in rng.integers(0, n, n)]
+        boot["gain"].append((sum(r.sc_right for r in sample) - sum(r.greedy_right for r in sample)) / n)
+        boot["auroc"].append(_auroc([s for r in sample for s in r.steps]))
+        right_v, wrong_v = _path_values(sample, True), _path_values(sample, False)
+        vr = float(np.mean(right_v)) if right_v else math.nan
+        vw = float(np.mean(wrong_v)) if wrong_v else math.nan
+        boot["v_right"].append(vr)
+        boot["v_wrong"].append(vw)
+        boot["v_diff"].append(vr - vw)
+
+    def interval(key: str) -> tuple[float, float]:
+        values = np.array([v for v in boot[key] if not math.isnan(v)])
+        if values.size == 0:
+            return (math.nan, math.nan)
+        return float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))
+
+    right_v, wrong_v = _path_values(results, True), _path_values(results, False)
+    v_right = float(np.mean(right_v)) if right_v else math.nan
+    v_wrong = float(np.mean(wrong_v)) if wrong_v else math.nan
+    return {
+        "questions": n,
+        "greedy": (greedy / n, *wilson_interval(greedy, n)),
+        "sc16": (sc / n, *wilson_interval(sc, n)),
+        "sc_gain": ((sc - greedy) / n, *interval("gain")),
+        "diverse_first_steps": (diverse / n, *wilson_interval(diverse, n)),
+        "auroc_f": (_auroc(steps), *interval("auroc")),
+        "scored_steps": len(steps),
+        "wrong_steps": wrong_steps,
+        "v_right_paths": (v_right, *interval("v_right")),
+        "v_wrong_paths": (v_wrong, *interval("v_wrong")),
+        "v_difference": (v_right - v_wrong, *interval("v_diff")),
+        "right_paths": sum(1 for r in results for ok, _ in r.paths if ok),
+        "wrong_paths": sum(1 for r in results for ok, _ in r.paths if not ok),
+    }
+
+
+def format_table(summary: dict[str, Any], title: str) -> str:
+    """A Markdown table of :func:`summarize`'s output."""
+    rows = [
+        ("greedy accuracy", "greedy", True),
+        ("self-consistency, 16 samples at T = 0.7", "sc16", True),
+        ("SC16 minus greedy (points)", "sc_gain", True),
+        ("questions whose 16 first steps hold >= 2 texts", "diverse_first_steps", True),
+        ("AUROC of F, right vs wrong steps", "auroc_f", False),
+        ("mean step value V, right paths", "v_right_paths", False),
+        ("mean step value V, wrong paths", "v_wrong_paths", False),
+        ("V right minus V wrong", "v_difference", False),
+    ]
+    lines = [f"{title} ({summary['questions']} held-out questions)", "",
+             "| statistic | value | 95% interval |", "| --- | --- | --- |"]
+    for label, key, percent in rows:
+        value, lo, hi = summary[key]
+        if percent:
+            lines.append(f"| {label} | {100 * value:.1f}% | {100 * lo:.1f} to {100 * hi:.1f} |")
+        else:
+            lines.append(f"| {label} | {value:.3f} | {lo:.3f} to {hi:.3f} |")
+    lines.append("")
+    lines.append(f"Scored steps: {summary['scored_steps']} ({summary['wrong_steps']} wrong); rollout paths: "
+                 f"{summary['right_paths']} right, {summary['wrong_paths']} wrong.")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Command line: evaluate, print the table, optionally write JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="mfs-demo", help="model directory or 'mfs-demo' (the bundled model)")
+    parser.add_argument("--heldout", type=Path, default=None, help="held-out JSON (default: mfs_core/demo/heldout.json)")
+    parser.add_argument("--limit", type=int, default=500, help="first N held-out problems")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--samples", type=int, default=16)
+    parser.add_argument("--temperature", type=float, default=0.7)
+    parser.add_argument("--rollout-paths", type=int, default=4)
+    parser.add_argument("--max-tokens", type=int, default=384)
+    parser.add_argument("--chunk", type=int, default=8, help="questions per batched generate call")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the summary here")
+    args = parser.parse_args(argv)
+    if args.limit < 1:
+        parser.error(f"--limit must be >= 1, got {args.limit}")
+
+    import torch
+
+    from mfs_core.backends._hf import quiet_transformers
+    from mfs_core.backends.transformers import TransformersBackend
+    from mfs_core.bench.datasets import demo_heldout_path
+    from mfs_core.prompts import render_question
+    from mfs_core.settings import MFSSettings
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    quiet_transformers()
+    settings = MFSSettings(model=args.model, device="cpu")
+    backend = TransformersBackend.from_settings(settings)
+    records = json.loads((args.heldout or demo_heldout_path()).read_text(encoding="utf-8"))[: args.limit]
+    prompts = [render_question(r["input"], backend, settings) for r in records]
+    targets = [float(r["target"]) for r in records]
+    start = time.perf_counter()
+    results = evaluate(backend, prompts, targets, seed=args.seed, samples=args.samples,
+                       temperature=args.temperature, rollout_paths=args.rollout_paths,
+                       max_tokens=args.max_tokens, chunk=args.chunk)
+    summary = summarize(results, seed=args.seed)
+    summary["model"] = args.model
+    summary["seconds"] = round(time.perf_counter() - start, 1)
+    print(format_table(summary, f"{args.model}, seed {args.seed}"))
+    print(f"wall time: {summary['seconds']} s")
+    if args.json is not None:
+        args.json.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    return summary
+
+
+if __name__ == "__main__":
+    main()

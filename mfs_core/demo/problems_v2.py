@@ -1,0 +1,369 @@
+"""Arithmetic word problems and their written solutions for the v2 demo model (train_v2.py).
+
+Each problem is a short story: a starting quantity (a number, or a product "N bags with
+M in each") followed by events that add to, take from, or multiply it, then a question:
+3-5 arithmetic operations in all (40% three, 40% four, 20% five), every intermediate
+result in 0-999 (additions and subtractions of 2-99, multiplications of at most 200 by 2-5), so most
+problems need carries. The tool-call examples also use 1-2 operation problems.
+
+A solution is written one line per step, after the assistant prefix
+``The reasoning steps are:\\n\\n`` (see :func:`write_solution`)::
+
+    Start: 23
+    23 * 4 = 92
+    Check: 92 / 4 = 23
+    92 + 57 = 149
+    Check: 149 - 57 = 92
+    The answer is: \\boxed{149}.<end_of_reasoning>
+
+* Several valid texts per step: an optional first line restating the start, and ``a + b``
+  or ``b + a`` (``a * b`` or ``b * a``) for the commutative operations, so sampled
+  solutions differ from their first line on.
+* After every computation a check line undoes it with the inverse operation. After a
+  right step the check restates the previous total (predictable); after a wrong step it
+  computes a new number and says so (``Check: 152 - 57 = 95, not 92``), then the step is
+  redone. A known share of training solutions holds one such slip: the wrong line is
+  masked out of the loss (the model never learns to make it), the check and the
+  correction are trained, so a slip in the model's own text makes what follows less
+  predictable, which is what the foresight quality F of a step measures.
+
+The generator is pure Python and deterministic for a given ``random.Random``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "ASSISTANT_PREFIX",
+    "END_MARKER",
+    "MAX_VALUE",
+    "Operation",
+    "WordProblem",
+    "answer_line",
+    "check_line",
+    "generate_problem",
+    "generate_problems",
+    "write_heldout",
+    "write_solution",
+]
+
+ASSISTANT_PREFIX = "The reasoning steps are:\n\n"
+END_MARKER = "<end_of_reasoning>"
+
+NAMES = [
+    "Tom", "Anna", "Ben", "Maria", "Lucas", "Emma", "Omar", "Sofia", "Liam", "Priya",
+    "Noah", "Yuki", "Ava", "Mateo", "Zoe", "Ivan", "Chloe", "Ravi", "Mia", "Leo",
+    "Grace", "Hugo", "Nina", "Samir", "Lily", "Felix", "Aisha", "Oscar", "Elena", "Jack",
+]
+# (plural noun, container) pairs; units read as objects ("meters of rope").
+OBJECTS = [
+    ("apples", "basket"), ("pencils", "box"), ("stickers", "album"), ("marbles", "jar"),
+    ("cookies", "tin"), ("books", "shelf"), ("coins", "purse"), ("stamps", "folder"),
+    ("eggs", "carton"), ("flowers", "vase"), ("cards", "deck"), ("shells", "bucket"),
+    ("candies", "bag"), ("toy cars", "garage"), ("oranges", "crate"), ("balloons", "room"),
+    ("dollars", "wallet"), ("meters of rope", "shed"), ("liters of juice", "fridge"),
+    ("kilograms of rice", "pantry"), ("pages", "notebook"), ("blocks", "bin"),
+    ("beads", "tray"), ("sheep", "field"), ("fish", "pond"), ("chairs", "hall"),
+    ("cupcakes", "bakery"), ("tickets", "drawer"), ("buttons", "cup"), ("nuts", "bowl"),
+]
+
+START_TEMPLATES = [
+    "{name} has {a} {obj}.",
+    "{name} starts with {a} {obj}.",
+    "There are {a} {obj} in the {box}.",
+    "At first, {name} collects {a} {obj}.",
+    "{name} owns {a} {obj}.",
+    "In the morning, the {box} holds {a} {obj}.",
+    "{name} counts {a} {obj} in the {box}.",
+    "A {box} contains {a} {obj}.",
+]
+START_PRODUCT_TEMPLATES = [
+    "{name} has {a} bags with {b} {obj} in each bag.",
+    "There are {a} rows of {obj} with {b} in each row.",
+    "{name} buys {a} packs of {obj}, and each pack has {b}.",
+    "{name} fills {a} boxes with {b} {obj} each.",
+    "Each of {a} friends gives {name} {b} {obj}.",
+    "{name} gets {b} {obj} every day for {a} days.",
+]
+ADD_TEMPLATES = [
+    "Then {name} buys {k} more {obj}.",
+    "{name} finds {k} more {obj}.",
+    "A friend gives {name} {k} {obj}.",
+    "Later, {k} more {obj} arrive.",
+    "{name} adds {k} {obj} to the {box}.",
+    "The next day {name} receives {k} extra {obj}.",
+    "Someone puts {k} more {obj} in the {box}.",
+    "{name} wins {k} {obj} in a game.",
+    "After that, {name} picks up another {k} {obj}.",
+]
+SUB_TEMPLATES = [
+    "Then {name} gives away {k} {obj}.",
+    "{name} sells {k} of the {obj}.",
+    "{k} {obj} are lost.",
+    "{name} uses {k} {obj}.",
+    "Later, {k} of the {obj} are taken out of the {box}.",
+    "{name} gives {k} {obj} to a neighbor.",
+    "Sadly, {k} {obj} break.",
+    "After that, {name} removes {k} {obj}.",
+    "{name} donates {k} {obj} to the school.",
+]
+MUL_TEMPLATES = [
+    "Then the number of {obj} becomes {k} times as large.",
+    "{name} multiplies the {obj} by {k}.",
+    "Next, {name} ends up with {k} times as many {obj}.",
+    "The {obj} in the {box} grow to {k} times their number.",
+    "Each of the {obj} is traded for {k} new ones.",
+]
+DOUBLE_TEMPLATES = ["Then the number of {obj} doubles.", "{name} doubles the {obj}."]
+TRIPLE_TEMPLATES = ["Then the number of {obj} triples.", "{name} triples the {obj}."]
+QUESTION_TEMPLATES = [
+    "How many {obj} does {name} have now?",
+    "How many {obj} are there in the end?",
+    "What is the final number of {obj}?",
+    "How many {obj} are left?",
+    "How many {obj} are there now?",
+    "Count the {obj} at the end. How many are there?",
+]
+RESTATE_TEMPLATES = ["Start: {a}", "At first there are {a} {obj}.", "Start with {a} {obj}."]
+
+MAX_VALUE = 999
+MAX_MULTIPLICAND = 200
+SYMBOLS = {"add": "+", "sub": "-", "mul": "*"}
+INVERSE = {"add": "-", "sub": "+", "mul": "/"}
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One arithmetic step of a problem: ``left op right = result``.
+
+    Attributes:
+        kind: ``"add"``, ``"sub"`` or ``"mul"``.
+        left: the running total before the step (or the first factor of a product start).
+        right: the amount the event adds, takes away or multiplies by.
+        result: the running total after the step.
+    """
+
+    kind: str
+    left: int
+    right: int
+    result: int
+
+
+@dataclass(frozen=True)
+class WordProblem:
+    """One generated problem.
+
+    Attributes:
+        question: the story and its question, in English.
+        solution: a reference solution (no slip, canonical operand order, no restated
+            start) after the assistant prefix, ending with the end marker.
+        answer: the integer answer (0-999).
+        facts: the story's sentences (the question without its final question sentence).
+        question_sentence: the final question sentence.
+        operations: the arithmetic steps, in story order.
+        name: the person of the story.
+        obj: the plural noun counted.
+        start: the starting quantity when the story starts with a plain number, else None.
+    """
+
+    question: str
+    solution: str
+    answer: int
+    facts: tuple[str, ...] = ()
+    question_sentence: str = ""
+    operations: tuple[Operation, ...] = ()
+    name: str = ""
+    obj: str = ""
+    start: int | None = None
+
+
+def _render(template: str, **fields: object) -> str:
+    text = template.format(**fields)
+    return text[0].upper() + text[1:]
+
+
+def generate_problem(rng: random.Random, num_operations: int | None = None) -> WordProblem:
+    """Generate one word problem.
+
+    Args:
+        rng: the random source (the only one used).
+        num_operations: arithmetic operations in the problem, 1-5; drawn (3: 40%,
+            4: 40%, 5: 20%) when None.
+
+    Returns:
+        The problem with its reference solution.
+
+    Raises:
+        ValueError: if ``num_operations`` is outside 1-5.
+    """
+    if num_operations is None:
+        num_operations = rng.choices([3, 4, 5], weights=[4, 4, 2])[0]
+    if not 1 <= num_operations <= 5:
+        msg = f"num_operations must be in 1..5, got {num_operations!r}"
+        raise ValueError(msg)
+    name = rng.choice(NAMES)
+    obj, box = rng.choice(OBJECTS)
+    sentences: list[str] = []
+    operations: list[Operation] = []
+    ops_left = num_operations
+    start: int | None = None
+    if num_operations >= 2 and rng.random() < 0.35:
+        a = rng.randint(2, 12)
+        b = rng.randint(4, min(80, 600 // a))
+        value = a * b
+        sentences.append(_render(rng.choice(START_PRODUCT_TEMPLATES), name=name, a=a, b=b, obj=obj))
+        operations.append(Operation("mul", a, b, value))
+        ops_left -= 1
+    else:
+        value = start = rng.randint(10, 400)
+        sentences.append(_render(rng.choice(START_TEMPLATES), name=name, a=value, obj=obj, box=box))
+    for _ in range(ops_left):
+        weights = [4, 4 if value >= 12 else 0, 2 if 2 <= value <= MAX_MULTIPLICAND else 0]
+        if value > MAX_VALUE - 12:
+            weights[0] = 0
+        kind = rng.choices(["add", "sub", "mul"], weights=weights)[0]
+        if kind == "add":
+            k = rng.randint(2, min(99, MAX_VALUE - value))
+            sentences.append(_render(rng.choice(ADD_TEMPLATES), name=name, k=k, obj=obj, box=box))
+            operations.append(Operation("add", value, k, value + k))
+            value += k
+        elif kind == "sub":
+            k = rng.randint(2, min(99, value - 1))
+            sentences.append(_render(rng.choice(SUB_TEMPLATES), name=name, k=k, obj=obj, box=box))
+            operations.append(Operation("sub", value, k, value - k))
+            value -= k
+        else:
+            k = rng.randint(2, min(5, MAX_VALUE // value))
+            if k == 2 and rng.random() < 0.4:
+                template = rng.choice(DOUBLE_TEMPLATES)
+            elif k == 3 and rng.random() < 0.4:
+                template = rng.choice(TRIPLE_TEMPLATES)
+            else:
+                template = rng.choice(MUL_TEMPLATES)
+            sentences.append(_render(template, name=name, k=k, obj=obj, box=box))
+            operations.append(Operation("mul", value, k, value * k))
+            value *= k
+    question_sentence = _render(rng.choice(QUESTION_TEMPLATES), name=name, obj=obj)
+    problem = WordProblem(
+        question=" ".join([*sentences, question_sentence]), solution="", answer=value, facts=tuple(sentences),
+        question_sentence=question_sentence, operations=tuple(operations), name=name, obj=obj, start=start,
+    )
+    lines = write_solution(problem, random.Random(0), slip_rate=0.0, variants=False)
+    return WordProblem(**{**problem.__dict__, "solution": "\n".join(text for text, _ in lines)})
+
+
+def equation(op: Operation, swap: bool = False, result: int | None = None) -> str:
+    """The text ``left op right = result`` (``right op left`` when ``swap``)."""
+    a, b = (op.right, op.left) if swap else (op.left, op.right)
+    return f"{a} {SYMBOLS[op.kind]} {b} = {op.result if result is None else result}"
+
+
+def check_line(op: Operation, written: int | None = None) -> str:
+    """The check after ``op`` was written with result ``written`` (default: right).
+
+    The inverse operation applied to the written result: ``Check: 149 - 57 = 92`` when it
+    gives back the previous total, else ``Check: 152 - 57 = 95, not 92``.
+    """
+    written = op.result if written is None else written
+    if op.kind == "add":
+        back = written - op.right
+    elif op.kind == "sub":
+        back = written + op.right
+    else:
+        back = written // op.right
+    text = f"Check: {written} {INVERSE[op.kind]} {op.right} = {back}"
+    return text if back == op.left else f"{text}, not {op.left}"
+
+
+def answer_line(answer: int) -> str:
+    """``The answer is: \\boxed{N}.<end_of_reasoning>``."""
+    return f"The answer is: \\boxed{{{answer}}}.{END_MARKER}"
+
+
+def _slip(op: Operation, rng: random.Random) -> int:
+    """A wrong result for ``op`` that a careless reasoner might write (never the right one)."""
+    if op.kind == "mul":
+        candidates = [op.result + op.right, op.result - op.right]  # (left ± 1) * right
+    else:
+        candidates = [op.result + d for d in (1, -1, 10, -10, 2, -2, 100, -100)]
+    candidates = [c for c in candidates if 0 <= c <= MAX_VALUE + 99 and c != op.result
+                  and (op.kind != "add" or c - op.right >= 0)]
+    return rng.choice(candidates)
+
+
+def write_solution(
+    problem: WordProblem, rng: random.Random, slip_rate: float = 0.0, variants: bool = True
+) -> list[tuple[str, bool]]:
+    """Write a solution of ``problem`` line by line, with each line's loss flag.
+
+    Args:
+        problem: the problem.
+        rng: the random source for the variants and the slip.
+        slip_rate: probability that the solution holds one wrong computation (0-1); the
+            wrong line is followed by a check that exposes it and the redone step.
+        variants: draw a restated start and operand orders; False writes the canonical
+            reference solution.
+
+    Returns:
+        ``(line, trained)`` pairs: ``trained`` is False only for the wrong line, which
+        must not be learned.
+
+    Raises:
+        ValueError: ``slip_rate`` outside 0-1.
+    """
+    if not 0.0 <= slip_rate <= 1.0:
+        msg = f"slip_rate must be in [0, 1], got {slip_rate!r}"
+        raise ValueError(msg)
+    lines: list[tuple[str, bool]] = []
+    slip_at = rng.randrange(len(problem.operations)) if variants and rng.random() < slip_rate else -1
+    if variants and problem.start is not None and rng.random() < 0.3:
+        lines.append((_render(rng.choice(RESTATE_TEMPLATES), a=problem.start, obj=problem.obj), True))
+    for i, op in enumerate(problem.operations):
+        swap = variants and op.kind != "sub" and rng.random() < 0.5
+        if i == slip_at:
+            wrong = _slip(op, rng)
+            lines.append((equation(op, swap, wrong), False))
+            lines.append((check_line(op, wrong), True))
+            swap = variants and op.kind != "sub" and rng.random() < 0.5
+        lines.append((equation(op, swap), True))
+        lines.append((check_line(op), True))
+    lines.append((answer_line(problem.answer), True))
+    return lines
+
+
+def generate_problems(
+    count: int, seed: int, exclude: set[str] | frozenset[str] = frozenset()
+) -> list[WordProblem]:
+    """Generate ``count`` distinct problems whose questions are not in ``exclude``.
+
+    Args:
+        count: number of problems.
+        seed: seed of the ``random.Random`` used.
+        exclude: question texts that must not be produced (e.g. the held-out set).
+
+    Returns:
+        ``count`` problems with pairwise distinct questions.
+    """
+    rng = random.Random(seed)
+    seen: set[str] = set(exclude)
+    problems: list[WordProblem] = []
+    while len(problems) < count:
+        problem = generate_problem(rng)
+        if problem.question in seen:
+            continue
+        seen.add(problem.question)
+        problems.append(problem)
+    return problems
+
+
+def write_heldout(path: Path, problems: list[WordProblem]) -> None:
+    """Write problems in the shape of ``shared/data/gsm_test.json``.
+
+    Each record is ``{"input": question, "target": float(answer)}``.
+    """
+    records = [{"input": p.question, "target": float(p.answer)} for p in problems]
+    path.write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")

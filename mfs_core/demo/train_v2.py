@@ -1,0 +1,332 @@
+"""Train the v2 demo model: a small Llama for harder word problems, RAG prompts and tool calls.
+
+Run ``python -m mfs_core.demo.train_v2 --output-dir OUT --heldout OUT/heldout.json``
+(``MODEL_CARD.md``, "Demo model v2", has the commands and wall times of the run made so
+far; its checkpoint is not shipped yet); the tests run it for a few steps on a tiny
+configuration. Needs the
+``[hf]`` extra (torch, transformers, tokenizers) and llama-index-core (its RAG templates).
+
+What it does:
+
+1. Builds a byte-level BPE tokenizer on generated conversations of every kind. Digits are
+   split one per token (a ``Digits(individual_digits=True)`` pre-tokenizer);
+   ``<end_of_reasoning>``, ``<tool_call>``, ``</tool_call>``, ``<tool_response>`` and
+   ``</tool_response>`` are single ordinary (non-special) tokens, so they survive decoding.
+   The tokenizer carries :data:`CHAT_TEMPLATE` (Hugging Face ``apply_chat_template`` with
+   ``tools=``, Hermes / Qwen2.5 style).
+2. Renders each example as the engine prompts the model: the chat template with the
+   generation prompt, then the assistant prefix ``The reasoning steps are:\\n\\n``, then the
+   target lines and EOS. The loss covers only the target (and EOS), minus the lines flagged
+   untrained (the deliberate slips of :func:`mfs_core.demo.problems_v2.write_solution`).
+3. Each step trains on one kind (plain 72%, RAG 14%, tool 14% of steps), as many examples
+   as fit ``--batch-tokens`` padded tokens. ``LlamaForCausalLM`` with AdamW and a cosine
+   schedule; problems are generated on the fly, never from the held-out set
+   (``heldout.json``, seed 20260521).
+4. Saves the model and tokenizer with ``save_pretrained`` (loadable with
+   ``AutoModelForCausalLM.from_pretrained``), ``checkpoint-STEP/`` every ``--save-every``
+   steps, and a ``training_log.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+from mfs_core.demo.formats import Conversation, plain_example, rag_example, tool_example
+from mfs_core.demo.problems_v2 import ASSISTANT_PREFIX, END_MARKER, generate_problem, generate_problems, write_heldout
+
+logger = logging.getLogger(__name__)
+
+HELDOUT_SEED = 20260521
+HELDOUT_SIZE = 500
+SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<|system|>", "<|user|>", "<|assistant|>", "<|tool|>"]
+MARKER_TOKENS = [END_MARKER, "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
+KIND_WEIGHTS = {"plain": 72, "rag": 14, "tool": 14}
+
+CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{%- if tools %}"
+    "{{- '<|system|>\\n' }}"
+    "{%- if messages[0]['role'] == 'system' %}{{- messages[0]['content'] + '\\n\\n' }}{%- endif %}"
+    "{{- 'You may call functions to help with the question. The functions are inside <tools></tools>:\\n<tools>\\n' }}"
+    "{%- for tool in tools %}{{- tool | tojson }}{{- '\\n' }}{%- endfor %}"
+    "{{- '</tools>\\n\\nTo call a function, write a JSON object with its name and arguments inside "
+    "<tool_call></tool_call>:\\n<tool_call>\\n{\"name\": <function-name>, \"arguments\": <args-json-object>}"
+    "\\n</tool_call>\\n' }}"
+    "{%- endif %}"
+    "{%- for message in messages %}"
+    "{%- if tools and loop.first and message['role'] == 'system' %}"
+    "{%- elif message['role'] == 'assistant' and message['tool_calls'] is defined and message['tool_calls'] %}"
+    "{{- '<|assistant|>\\n' }}"
+    "{%- if message['content'] %}{{- message['content'] + '\\n' }}{%- endif %}"
+    "{%- for call in message['tool_calls'] %}"
+    "{%- if call['function'] is defined %}{%- set call = call['function'] %}{%- endif %}"
+    "{{- '<tool_call>\\n{\"name\": \"' + call['name'] + '\", \"arguments\": ' }}"
+    "{%- if call['arguments'] is string %}{{- call['arguments'] }}{%- else %}{{- call['arguments'] | tojson }}{%- endif %}"
+    "{{- '}\\n</tool_call>\\n' }}"
+    "{%- endfor %}"
+    "{%- elif message['role'] == 'tool' %}"
+    "{{- '<|tool|>\\n<tool_response>\\n' + message['content'] + '\\n</tool_response>\\n' }}"
+    "{%- else %}"
+    "{{- '<|' + message['role'] + '|>\\n' + message['content'] + '\\n' }}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|assistant|>\\n' }}{%- endif %}"
+)
+
+
+def build_tokenizer(corpus: list[str], vocab_size: int):
+    """Train a byte-level BPE tokenizer with one-digit tokens and the chat template.
+
+    Args:
+        corpus: training texts.
+        vocab_size: target vocabulary size (tokens), special tokens included.
+
+    Returns:
+        A ``transformers.PreTrainedTokenizerFast``.
+    """
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(corpus, trainer=trainer)
+    # Ordinary (non-special) tokens: they stay in decoded text.
+    tokenizer.add_tokens([AddedToken(t, normalized=False, special=False) for t in MARKER_TOKENS])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        additional_special_tokens=["<|system|>", "<|user|>", "<|assistant|>", "<|tool|>"],
+        padding_side="left",
+        model_max_length=2048,
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def render_prompt(tokenizer, conversation: Conversation) -> str:
+    """The engine's prompt: chat template (with ``tools``), generation prompt, assistant prefix."""
+    kwargs: dict[str, Any] = {"tools": conversation.tools} if conversation.tools else {}
+    return tokenizer.apply_chat_template(conversation.messages, tokenize=False, add_generation_prompt=True,
+                                         **kwargs) + ASSISTANT_PREFIX
+
+
+def draw_example(kind: str, rng: random.Random, heldout: frozenset[str], slip_rate: float,
+                 short_rate: float = 0.0) -> Conversation:
+    """One training conversation of ``kind`` (``plain``, ``rag``, ``tool``), never a held-out question.
+
+    ``short_rate``: share of plain and RAG problems with only 1-2 operations (the held-out
+    distribution has 3-5), so short questions are in the training distribution too.
+    """
+    if kind == "tool":
+        return tool_example(rng)
+    while True:
+        problem = generate_problem(rng, num_operations=rng.choice([1, 2]) if short_rate and rng.random() < short_rate else None)
+        if problem.question not in heldout:
+            break
+    return plain_example(problem, rng, slip_rate) if kind == "plain" else rag_example(problem, rng, slip_rate)
+
+
+def encode_example(tokenizer, conversation: Conversation, max_length: int) -> tuple[list[int], list[int]]:
+    """Token ids and loss labels (-100 on the prompt and on untrained lines)."""
+    ids = tokenizer(render_prompt(tokenizer, conversation), add_special_tokens=False)["input_ids"]
+    labels = [-100] * len(ids)
+    last = len(conversation.target) - 1
+    for i, (line, trained) in enumerate(conversation.target):
+        piece = tokenizer(line + ("\n" if i < last else ""), add_special_tokens=False)["input_ids"]
+        ids += piece
+        labels += piece if trained else [-100] * len(piece)
+    ids.append(tokenizer.eos_token_id)
+    labels.append(tokenizer.eos_token_id)
+    return ids[:max_length], labels[:max_length]
+
+
+def collate(tokenizer, rows: list[tuple[list[int], list[int]]]):
+    """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` tensors."""
+    import torch
+
+    width = max(len(ids) for ids, _ in rows)
+    input_ids = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long)
+    label_ids = torch.full((len(rows), width), -100, dtype=torch.long)
+    attention = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, (ids, label) in enumerate(rows):
+        input_ids[i, : len(ids)] = torch.tensor(ids)
+        label_ids[i, : len(label)] = torch.tensor(label)
+        attention[i, : len(ids)] = 1
+    return input_ids, attention, label_ids
+
+
+def make_batch(tokenizer, rng: random.Random, heldout: frozenset[str], batch_tokens: int, max_length: int,
+               slip_rate: float, short_rate: float = 0.0, max_examples: int = 256):
+    """One batch of a drawn kind holding at most ``batch_tokens`` padded tokens."""
+    kind = rng.choices(list(KIND_WEIGHTS), weights=list(KIND_WEIGHTS.values()))[0]
+    rows: list[tuple[list[int], list[int]]] = []
+    width = 0
+    while len(rows) < max_examples:
+        row = encode_example(tokenizer, draw_example(kind, rng, heldout, slip_rate, short_rate), max_length)
+        new_width = max(width, len(row[0]))
+        if rows and new_width * (len(rows) + 1) > batch_tokens:
+            break
+        rows.append(row)
+        width = new_width
+    return kind, collate(tokenizer, rows)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Train and save the demo model; returns the training log (also written as JSON)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output-dir", type=Path, required=True)
+    parser.add_argument("--steps", type=int, default=900)
+    parser.add_argument("--batch-tokens", type=int, default=6144, help="padded tokens per batch")
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--hidden-size", type=int, default=256)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--intermediate-size", type=int, default=640)
+    parser.add_argument("--vocab-size", type=int, default=1024)
+    parser.add_argument("--max-length", type=int, default=768)
+    parser.add_argument("--context-window", type=int, default=2048, help="max_position_embeddings (RoPE)")
+    parser.add_argument("--slip-rate", type=float, default=0.15, help="share of solutions with one wrong step")
+    parser.add_argument("--short-rate", type=float, default=0.0,
+                        help="share of plain and RAG problems with 1-2 operations (held-out ones have 3-5)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--heldout", type=Path, default=None, help="also write the held-out set here")
+    parser.add_argument("--log-every", type=int, default=20)
+    parser.add_argument("--init-from", type=Path, default=None,
+                        help="continue from this saved model and tokenizer (a second phase) instead of a fresh model")
+    parser.add_argument("--warmup", type=float, default=0.05, help="share of the steps spent warming up the LR")
+    parser.add_argument("--save-every", type=int, default=0,
+                        help="also save checkpoint-STEP/ every this many steps (0: only the final model)")
+    args = parser.parse_args(argv)
+
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    heldout = generate_problems(HELDOUT_SIZE, seed=HELDOUT_SEED)
+    heldout_questions = frozenset(p.question for p in heldout)
+    if args.heldout is not None:
+        write_heldout(args.heldout, heldout)
+    corpus_rng = random.Random(args.seed + 1)
+    corpus = []
+    for kind in ["plain"] * 3000 + ["rag"] * 1000 + ["tool"] * 1000:
+        conversation = draw_example(kind, corpus_rng, heldout_questions, args.slip_rate)
+        tools = conversation.tools
+        corpus.append("\n".join(str(m.get("content") or "") for m in conversation.messages)
+                      + ("\n" + json.dumps(tools) if tools else "") + "\n" + ASSISTANT_PREFIX
+                      + "\n".join(line for line, _ in conversation.target))
+    if args.init_from is not None:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(args.init_from)
+    else:
+        tokenizer = build_tokenizer(corpus, args.vocab_size)
+
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=args.hidden_size,
+        intermediate_size=args.intermediate_size,
+        num_hidden_layers=args.layers,
+        num_attention_heads=args.heads,
+        num_key_value_heads=args.heads,
+        max_position_embeddings=args.context_window,
+        rope_theta=10000.0,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    model = LlamaForCausalLM.from_pretrained(args.init_from) if args.init_from is not None else LlamaForCausalLM(config)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    num_parameters = sum(p.numel() for p in model.parameters())
+    logger.info("model: %d parameters", num_parameters)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1, betas=(0.9, 0.98))
+    warmup = max(1, int(args.steps * args.warmup))
+
+    def lr_at(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, args.steps - warmup)
+        return 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress))
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at)
+    rng = random.Random(args.seed + 2)
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+
+    model.train()
+    start = time.perf_counter()
+    losses: list[float] = []
+    history = []
+    for step in range(args.steps):
+        kind, (input_ids, attention, labels) = make_batch(
+            tokenizer, rng, heldout_questions, args.batch_tokens, args.max_length, args.slip_rate, args.short_rate)
+        loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+        if (step + 1) % args.log_every == 0 or step + 1 == args.steps:
+            mean_loss = sum(losses[-args.log_every :]) / len(losses[-args.log_every :])
+            elapsed = time.perf_counter() - start
+            history.append({"step": step + 1, "loss": round(mean_loss, 4), "seconds": round(elapsed, 1)})
+            logger.info("step %d loss %.4f (%.0f s)", step + 1, mean_loss, elapsed)
+        if args.save_every and (step + 1) % args.save_every == 0 and step + 1 < args.steps:
+            checkpoint = args.output_dir / f"checkpoint-{step + 1}"
+            model.save_pretrained(checkpoint, safe_serialization=True)
+            tokenizer.save_pretrained(checkpoint)
+    wall = time.perf_counter() - start
+
+    model.eval()
+    model.save_pretrained(args.output_dir, safe_serialization=True)
+    tokenizer.save_pretrained(args.output_dir)
+    log = {
+        "steps": args.steps,
+        "batch_tokens": args.batch_tokens,
+        "learning_rate": args.lr,
+        "slip_rate": args.slip_rate,
+        "short_rate": args.short_rate,
+        "seed": args.seed,
+        "init_from": str(args.init_from) if args.init_from is not None else None,
+        "num_parameters": num_parameters,
+        "config": {
+            "hidden_size": model.config.hidden_size, "layers": model.config.num_hidden_layers,
+            "heads": model.config.num_attention_heads, "intermediate_size": model.config.intermediate_size,
+            "vocab_size": model.config.vocab_size, "max_position_embeddings": model.config.max_position_embeddings,
+        },
+        "wall_seconds": round(wall, 1),
+        "final_loss": history[-1]["loss"] if history else None,
+        "history": history,
+        "torch_threads": torch.get_num_threads(),
+    }
+    (args.output_dir / "training_log.json").write_text(json.dumps(log, indent=1) + "\n", encoding="utf-8")
+    return log
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    main()

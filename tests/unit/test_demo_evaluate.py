@@ -1,0 +1,45 @@
+"""Statistics of ``mfs_core.demo.evaluate``: step labels, Wilson intervals, AUROC and step values."""
+
+import math
+
+import pytest
+
+from mfs_core.demo.evaluate import QuestionStats, format_table, step_is_right, summarize, wilson_interval
+
+
+def test_a_step_is_labelled_by_its_first_equation():
+    assert step_is_right("149 - 57 = 92") is True
+    assert step_is_right("Check: 152 - 57 = 95, not 92") is True  # the check itself computes right
+    assert step_is_right("57 + 92 = 148") is False
+    assert step_is_right("228 / 6 = 38") is True and step_is_right("7 / 2 = 3") is False
+    assert step_is_right("12 * 4 = 48") is True
+    assert step_is_right("Start: 23") is None and step_is_right("The answer is: \\boxed{5}.") is None
+
+
+def test_wilson_interval_matches_hand_computation():
+    # 8/10, z = 1.96: centre (0.8 + 0.19207) / 1.38415, half-width 1.96 * sqrt(0.016 + 0.00096) / 1.38415.
+    lo, hi = wilson_interval(8, 10)
+    assert (round(lo, 4), round(hi, 4)) == (0.4902, 0.9433)
+    assert wilson_interval(0, 5) == (0.0, pytest.approx(3.8415 / 8.8415, abs=1e-4))
+    with pytest.raises(ValueError, match="need 0 <= successes <= total and total >= 1, got 3/2"):
+        wilson_interval(3, 2)
+
+
+def test_summary_counts_and_separates():
+    # Two questions: right steps have F -0.1 / -0.2, wrong steps -0.5 / -0.15 (AUROC 3/4).
+    results = [
+        QuestionStats(greedy_right=True, sc_right=True, diverse_first_steps=True,
+                      steps=[(True, -0.1), (False, -0.5)], paths=[(True, [0.2, 0.4]), (False, [-0.6])]),
+        QuestionStats(greedy_right=False, sc_right=True, diverse_first_steps=False,
+                      steps=[(True, -0.2), (False, -0.15)], paths=[(True, [0.0])]),
+    ]
+    summary = summarize(results, resamples=50)
+    assert summary["greedy"][0] == 0.5 and summary["sc16"][0] == 1.0 and summary["sc_gain"][0] == 0.5
+    assert summary["diverse_first_steps"][0] == 0.5
+    assert summary["auroc_f"][0] == pytest.approx(0.75)
+    assert summary["v_right_paths"][0] == pytest.approx(0.2) and summary["v_wrong_paths"][0] == pytest.approx(-0.6)
+    assert summary["v_difference"][0] == pytest.approx(0.8)
+    assert (summary["scored_steps"], summary["wrong_steps"], summary["right_paths"], summary["wrong_paths"]) == (4, 2, 2, 1)
+    table = format_table(summary, "toy")
+    assert "| greedy accuracy | 50.0% |" in table and "| AUROC of F, right vs wrong steps | 0.750 |" in table
+    assert not math.isnan(summary["auroc_f"][1])

@@ -1,0 +1,106 @@
+"""The demo model's word-problem generator: correct arithmetic, checks, slips, variants, format."""
+
+import json
+import random
+import re
+
+import pytest
+
+from mfs_core.demo.problems_v2 import (
+    ASSISTANT_PREFIX,
+    END_MARKER,
+    Operation,
+    check_line,
+    generate_problem,
+    generate_problems,
+    write_heldout,
+    write_solution,
+)
+
+LINE = re.compile(r"^(\d+) ([+\-*]) (\d+) = (\d+)$")
+CHECK = re.compile(r"^Check: (\d+) ([+\-/]) (\d+) = (\d+)(, not (\d+))?$")
+
+
+def _value(a: str, op: str, b: str) -> int:
+    return {"+": int(a) + int(b), "-": int(a) - int(b), "*": int(a) * int(b), "/": int(a) // int(b)}[op]
+
+
+def test_reference_solutions_compute_correctly_and_end_in_the_paper_format():
+    rng = random.Random(7)
+    for _ in range(2000):
+        problem = generate_problem(rng)
+        *lines, last = problem.solution.split("\n")
+        assert 3 <= len(problem.operations) <= 5 and len(lines) == 2 * len(problem.operations)
+        for line, check, op in zip(lines[::2], lines[1::2], problem.operations):
+            a, sym, b, result = LINE.match(line).groups()
+            assert _value(a, sym, b) == int(result) == op.result and 0 <= op.result <= 999
+            assert check == check_line(op) and CHECK.match(check).group(4) == str(op.left)
+        assert problem.operations[-1].result == problem.answer
+        assert last == f"The answer is: \\boxed{{{problem.answer}}}.{END_MARKER}"
+        assert problem.question == " ".join([*problem.facts, problem.question_sentence])
+
+
+def test_check_lines_undo_the_step_and_expose_a_wrong_result():
+    op = Operation("add", 92, 57, 149)
+    assert check_line(op) == "Check: 149 - 57 = 92"
+    assert check_line(op, written=152) == "Check: 152 - 57 = 95, not 92"
+    assert check_line(Operation("sub", 140, 59, 81), written=91) == "Check: 91 + 59 = 150, not 140"
+    assert check_line(Operation("mul", 37, 6, 222), written=228) == "Check: 228 / 6 = 38, not 37"
+
+
+def test_a_slip_is_untrained_then_exposed_and_redone():
+    rng = random.Random(3)
+    problem = generate_problem(random.Random(11))
+    for _ in range(200):
+        lines = write_solution(problem, rng, slip_rate=1.0)
+        untrained = [i for i, (_, trained) in enumerate(lines) if not trained]
+        assert len(untrained) == 1
+        wrong, check, redone = (text for text, _ in lines[untrained[0] : untrained[0] + 3])
+        a, sym, b, result = LINE.match(wrong).groups()
+        assert _value(a, sym, b) != int(result)
+        groups = CHECK.match(check).groups()
+        assert groups[0] == result and groups[5] is not None and _value(groups[0], groups[1], groups[2]) == int(groups[3])
+        a, sym, b, result = LINE.match(redone).groups()
+        assert _value(a, sym, b) == int(result)
+        assert lines[-1][0].endswith(f"\\boxed{{{problem.answer}}}.{END_MARKER}")
+    assert all(trained for _, trained in write_solution(problem, rng, slip_rate=0.0))
+    with pytest.raises(ValueError, match=r"slip_rate must be in \[0, 1\], got 1.5"):
+        write_solution(problem, rng, slip_rate=1.5)
+
+
+def test_first_lines_vary_across_sampled_solutions():
+    rng = random.Random(5)
+    problems = generate_problems(100, seed=9)
+    varied = sum(len({write_solution(p, rng)[0][0] for _ in range(16)}) >= 2 for p in problems)
+    assert varied >= 90
+
+
+def test_wording_varies():
+    problems = generate_problems(1000, seed=3)
+    # Sentence shapes with numbers, names and objects masked.
+    shapes = set()
+    for p in problems:
+        for sentence in re.split(r"(?<=[.?]) ", p.question):
+            shapes.add(re.sub(r"\d+", "N", sentence))
+    assert len(shapes) > 200
+    first_words = {p.question.split()[0] for p in problems}
+    assert len(first_words) >= 20
+    assert len({p.question for p in problems}) == 1000
+
+
+def test_exclusion_and_heldout_shape(tmp_path):
+    heldout = generate_problems(50, seed=1)
+    excluded = {p.question for p in heldout}
+    train = generate_problems(500, seed=1, exclude=excluded)
+    assert not excluded & {p.question for p in train}
+    path = tmp_path / "heldout.json"
+    write_heldout(path, heldout)
+    records = json.loads(path.read_text())
+    assert records[0] == {"input": heldout[0].question, "target": float(heldout[0].answer)}
+
+
+def test_operation_count_is_validated():
+    with pytest.raises(ValueError, match=r"num_operations must be in 1..5, got 6"):
+        generate_problem(random.Random(0), num_operations=6)
+    assert len(generate_problem(random.Random(0), num_operations=1).operations) == 1
+    assert ASSISTANT_PREFIX == "The reasoning steps are:\n\n"
