@@ -12,7 +12,8 @@ The convention, in the Markdown files:
   an ``mfs ...`` command, run in-process through the CLI. Other bash blocks (installs,
   servers) are shown only.
 * Wall-clock seconds (``wall time 0.17 s``) differ from run to run: they are compared as
-  ``<seconds>``; everything else is compared character for character.
+  ``<seconds>``, as are those of the search's stop line (``726 tokens; 0.17 s]``);
+  everything else is compared character for character.
 
 Every block runs on the bundled demo model on the CPU (``MFS_DEVICE=cpu``, offline), so the
 outputs depend only on the code, the seeds it sets and the checkpoint. After a change that
@@ -57,7 +58,7 @@ ENVIRONMENT = {"MFS_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE
 
 _FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 _OUTPUT_GAP = re.compile(rf"\A\s*{re.escape(OUTPUT_MARKER)}\s*\Z")
-_SECONDS = re.compile(r"(wall time(?: including model load:)?) \d+(?:\.\d+)? s")
+_SECONDS = re.compile(r"(wall time(?: including model load:)?|tokens;) \d+(?:\.\d+)? s")
 
 
 @dataclass
