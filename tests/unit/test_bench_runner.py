@@ -202,3 +202,13 @@ def test_dataset_names_and_errors(tmp_path: Path) -> None:
         load_dataset(str(bad))
     with pytest.raises(ValueError, match="limit must be >= 1"):
         load_dataset("gsm8k", data_dir=FIXTURES / "data", limit=0)
+
+
+def test_offset_skips_questions_and_keeps_their_file_index() -> None:
+    data = load_dataset("demo", offset=200, limit=3)
+    assert [ex.index for ex in data.examples] == [200, 201, 202] and data.total == 500
+    assert load_dataset("demo", offset=499).examples[0].index == 499
+    with pytest.raises(ValueError, match="offset must be >= 0, got -1"):
+        load_dataset("demo", offset=-1)
+    with pytest.raises(ValueError, match="offset must be below the 500 questions"):
+        load_dataset("demo", offset=500)
