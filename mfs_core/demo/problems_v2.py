@@ -54,80 +54,20 @@ __all__ = [
 ASSISTANT_PREFIX = "The reasoning steps are:\n\n"
 END_MARKER = "<end_of_reasoning>"
 
-NAMES = [
-    "Tom", "Anna", "Ben", "Maria", "Lucas", "Emma", "Omar", "Sofia", "Liam", "Priya",
-    "Noah", "Yuki", "Ava", "Mateo", "Zoe", "Ivan", "Chloe", "Ravi", "Mia", "Leo",
-    "Grace", "Hugo", "Nina", "Samir", "Lily", "Felix", "Aisha", "Oscar", "Elena", "Jack",
-]
-# (plural noun, container) pairs; units read as objects ("meters of rope").
-OBJECTS = [
-    ("apples", "basket"), ("pencils", "box"), ("stickers", "album"), ("marbles", "jar"),
-    ("cookies", "tin"), ("books", "shelf"), ("coins", "purse"), ("stamps", "folder"),
-    ("eggs", "carton"), ("flowers", "vase"), ("cards", "deck"), ("shells", "bucket"),
-    ("candies", "bag"), ("toy cars", "garage"), ("oranges", "crate"), ("balloons", "room"),
-    ("dollars", "wallet"), ("meters of rope", "shed"), ("liters of juice", "fridge"),
-    ("kilograms of rice", "pantry"), ("pages", "notebook"), ("blocks", "bin"),
-    ("beads", "tray"), ("sheep", "field"), ("fish", "pond"), ("chairs", "hall"),
-    ("cupcakes", "bakery"), ("tickets", "drawer"), ("buttons", "cup"), ("nuts", "bowl"),
-]
+# The wording (names, objects, sentence templates) is the first demo model's.
+from mfs_core.demo.problems import (  # noqa: E402
+    NAMES,
+    OBJECTS,
+    START_TEMPLATES,
+    START_PRODUCT_TEMPLATES,
+    ADD_TEMPLATES,
+    SUB_TEMPLATES,
+    MUL_TEMPLATES,
+    DOUBLE_TEMPLATES,
+    TRIPLE_TEMPLATES,
+    QUESTION_TEMPLATES,
+)
 
-START_TEMPLATES = [
-    "{name} has {a} {obj}.",
-    "{name} starts with {a} {obj}.",
-    "There are {a} {obj} in the {box}.",
-    "At first, {name} collects {a} {obj}.",
-    "{name} owns {a} {obj}.",
-    "In the morning, the {box} holds {a} {obj}.",
-    "{name} counts {a} {obj} in the {box}.",
-    "A {box} contains {a} {obj}.",
-]
-START_PRODUCT_TEMPLATES = [
-    "{name} has {a} bags with {b} {obj} in each bag.",
-    "There are {a} rows of {obj} with {b} in each row.",
-    "{name} buys {a} packs of {obj}, and each pack has {b}.",
-    "{name} fills {a} boxes with {b} {obj} each.",
-    "Each of {a} friends gives {name} {b} {obj}.",
-    "{name} gets {b} {obj} every day for {a} days.",
-]
-ADD_TEMPLATES = [
-    "Then {name} buys {k} more {obj}.",
-    "{name} finds {k} more {obj}.",
-    "A friend gives {name} {k} {obj}.",
-    "Later, {k} more {obj} arrive.",
-    "{name} adds {k} {obj} to the {box}.",
-    "The next day {name} receives {k} extra {obj}.",
-    "Someone puts {k} more {obj} in the {box}.",
-    "{name} wins {k} {obj} in a game.",
-    "After that, {name} picks up another {k} {obj}.",
-]
-SUB_TEMPLATES = [
-    "Then {name} gives away {k} {obj}.",
-    "{name} sells {k} of the {obj}.",
-    "{k} {obj} are lost.",
-    "{name} uses {k} {obj}.",
-    "Later, {k} of the {obj} are taken out of the {box}.",
-    "{name} gives {k} {obj} to a neighbor.",
-    "Sadly, {k} {obj} break.",
-    "After that, {name} removes {k} {obj}.",
-    "{name} donates {k} {obj} to the school.",
-]
-MUL_TEMPLATES = [
-    "Then the number of {obj} becomes {k} times as large.",
-    "{name} multiplies the {obj} by {k}.",
-    "Next, {name} ends up with {k} times as many {obj}.",
-    "The {obj} in the {box} grow to {k} times their number.",
-    "Each of the {obj} is traded for {k} new ones.",
-]
-DOUBLE_TEMPLATES = ["Then the number of {obj} doubles.", "{name} doubles the {obj}."]
-TRIPLE_TEMPLATES = ["Then the number of {obj} triples.", "{name} triples the {obj}."]
-QUESTION_TEMPLATES = [
-    "How many {obj} does {name} have now?",
-    "How many {obj} are there in the end?",
-    "What is the final number of {obj}?",
-    "How many {obj} are left?",
-    "How many {obj} are there now?",
-    "Count the {obj} at the end. How many are there?",
-]
 RESTATE_TEMPLATES = ["Start: {a}", "At first there are {a} {obj}.", "Start with {a} {obj}."]
 
 MAX_VALUE = 999

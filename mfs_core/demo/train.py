@@ -43,12 +43,26 @@ CHAT_TEMPLATE = (
 SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<|system|>", "<|user|>", "<|assistant|>"]
 
 
-def build_tokenizer(corpus: list[str], vocab_size: int):
+def build_tokenizer(
+    corpus: list[str],
+    vocab_size: int,
+    *,
+    special_tokens: list[str] = SPECIAL_TOKENS,
+    marker_tokens: tuple[str, ...] = (END_MARKER,),
+    chat_template: str = CHAT_TEMPLATE,
+    model_max_length: int = 512,
+):
     """Train a byte-level BPE tokenizer with one-digit tokens and a chat template.
 
     Args:
         corpus: training texts.
         vocab_size: target vocabulary size (tokens), special tokens included.
+        special_tokens: ``<pad>``, ``<s>``, ``</s>`` then the role tokens (special: not
+            produced by the BPE merges, dropped from decoded text).
+        marker_tokens: single ordinary (non-special) tokens that stay in decoded text
+            (the end marker; v2 adds the tool-call tags).
+        chat_template: the Jinja chat template stored with the tokenizer.
+        model_max_length: the context window recorded in the tokenizer (tokens).
 
     Returns:
         A ``transformers.PreTrainedTokenizerFast``.
@@ -66,23 +80,23 @@ def build_tokenizer(corpus: list[str], vocab_size: int):
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=SPECIAL_TOKENS,
+        special_tokens=list(special_tokens),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     tokenizer.train_from_iterator(corpus, trainer=trainer)
-    # The end marker is one ordinary (non-special) token: it stays in decoded text.
-    tokenizer.add_tokens([AddedToken(END_MARKER, normalized=False, special=False)])
+    # The markers are ordinary (non-special) tokens: they stay in decoded text.
+    tokenizer.add_tokens([AddedToken(token, normalized=False, special=False) for token in marker_tokens])
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         bos_token="<s>",
         eos_token="</s>",
         pad_token="<pad>",
-        additional_special_tokens=["<|system|>", "<|user|>", "<|assistant|>"],
+        additional_special_tokens=list(special_tokens[3:]),
         padding_side="left",
-        model_max_length=512,
+        model_max_length=model_max_length,
     )
-    fast.chat_template = CHAT_TEMPLATE
+    fast.chat_template = chat_template
     return fast
 
 

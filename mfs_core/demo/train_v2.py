@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mfs_core.demo import train as train_v1
 from mfs_core.demo.formats import Conversation, plain_example, rag_example, tool_example
 from mfs_core.demo.problems_v2 import ASSISTANT_PREFIX, END_MARKER, generate_problem, generate_problems, write_heldout
 
@@ -82,7 +83,9 @@ CHAT_TEMPLATE = (
 
 
 def build_tokenizer(corpus: list[str], vocab_size: int):
-    """Train a byte-level BPE tokenizer with one-digit tokens and the chat template.
+    """The v1 tokenizer recipe (:func:`mfs_core.demo.train.build_tokenizer`) with the v2
+    role token ``<|tool|>``, the tool-call tags as single tokens, the tools-aware chat
+    template and a 2,048-token window.
 
     Args:
         corpus: training texts.
@@ -91,37 +94,10 @@ def build_tokenizer(corpus: list[str], vocab_size: int):
     Returns:
         A ``transformers.PreTrainedTokenizerFast``.
     """
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Digits(individual_digits=True),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-        ]
+    return train_v1.build_tokenizer(
+        corpus, vocab_size, special_tokens=SPECIAL_TOKENS, marker_tokens=tuple(MARKER_TOKENS),
+        chat_template=CHAT_TEMPLATE, model_max_length=2048,
     )
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(corpus, trainer=trainer)
-    # Ordinary (non-special) tokens: they stay in decoded text.
-    tokenizer.add_tokens([AddedToken(t, normalized=False, special=False) for t in MARKER_TOKENS])
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        bos_token="<s>",
-        eos_token="</s>",
-        pad_token="<pad>",
-        additional_special_tokens=["<|system|>", "<|user|>", "<|assistant|>", "<|tool|>"],
-        padding_side="left",
-        model_max_length=2048,
-    )
-    fast.chat_template = CHAT_TEMPLATE
-    return fast
 
 
 def render_prompt(tokenizer, conversation: Conversation) -> str:
