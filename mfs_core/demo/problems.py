@@ -16,9 +16,11 @@ The generator is pure Python and deterministic for a given ``random.Random``.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "ASSISTANT_PREFIX",
@@ -204,7 +206,11 @@ def generate_problem(rng: random.Random, num_operations: int | None = None) -> W
 
 
 def generate_problems(
-    count: int, seed: int, exclude: set[str] | frozenset[str] = frozenset()
+    count: int,
+    seed: int,
+    exclude: set[str] | frozenset[str] = frozenset(),
+    *,
+    generate: Callable[[random.Random], Any] | None = None,
 ) -> list[WordProblem]:
     """Generate ``count`` distinct problems whose questions are not in ``exclude``.
 
@@ -212,15 +218,18 @@ def generate_problems(
         count: number of problems.
         seed: seed of the ``random.Random`` used.
         exclude: question texts that must not be produced (e.g. the held-out set).
+        generate: the one-problem generator (default :func:`generate_problem`; the v2
+            generator passes its own); its problems need a ``question`` attribute.
 
     Returns:
         ``count`` problems with pairwise distinct questions.
     """
+    generate = generate or generate_problem
     rng = random.Random(seed)
     seen: set[str] = set(exclude)
     problems: list[WordProblem] = []
     while len(problems) < count:
-        problem = generate_problem(rng)
+        problem = generate(rng)
         if problem.question in seen:
             continue
         seen.add(problem.question)
@@ -229,7 +238,8 @@ def generate_problems(
 
 
 def write_heldout(path: Path, problems: list[WordProblem]) -> None:
-    """Write problems in the shape of ``shared/data/gsm_test.json``.
+    """Write problems (v1 or v2: anything with ``question`` and ``answer``) in the shape of
+    ``shared/data/gsm_test.json``.
 
     Each record is ``{"input": question, "target": float(answer)}``.
     """

@@ -32,10 +32,8 @@ The generator is pure Python and deterministic for a given ``random.Random``.
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass
-from pathlib import Path
 
 __all__ = [
     "ASSISTANT_PREFIX",
@@ -55,7 +53,9 @@ ASSISTANT_PREFIX = "The reasoning steps are:\n\n"
 END_MARKER = "<end_of_reasoning>"
 
 # The wording (names, objects, sentence templates) is the first demo model's.
+from mfs_core.demo import problems as problems_v1  # noqa: E402
 from mfs_core.demo.problems import (  # noqa: E402
+    write_heldout,
     NAMES,
     OBJECTS,
     START_TEMPLATES,
@@ -278,32 +278,9 @@ def write_solution(
 def generate_problems(
     count: int, seed: int, exclude: set[str] | frozenset[str] = frozenset()
 ) -> list[WordProblem]:
-    """Generate ``count`` distinct problems whose questions are not in ``exclude``.
+    """``count`` distinct v2 problems whose questions are not in ``exclude`` (seeded by ``seed``).
 
-    Args:
-        count: number of problems.
-        seed: seed of the ``random.Random`` used.
-        exclude: question texts that must not be produced (e.g. the held-out set).
-
-    Returns:
-        ``count`` problems with pairwise distinct questions.
+    The loop of :func:`mfs_core.demo.problems.generate_problems` with this module's
+    :func:`generate_problem`; :func:`write_heldout` is v1's too.
     """
-    rng = random.Random(seed)
-    seen: set[str] = set(exclude)
-    problems: list[WordProblem] = []
-    while len(problems) < count:
-        problem = generate_problem(rng)
-        if problem.question in seen:
-            continue
-        seen.add(problem.question)
-        problems.append(problem)
-    return problems
-
-
-def write_heldout(path: Path, problems: list[WordProblem]) -> None:
-    """Write problems in the shape of ``shared/data/gsm_test.json``.
-
-    Each record is ``{"input": question, "target": float(answer)}``.
-    """
-    records = [{"input": p.question, "target": float(p.answer)} for p in problems]
-    path.write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
+    return problems_v1.generate_problems(count, seed, exclude, generate=generate_problem)

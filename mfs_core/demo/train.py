@@ -28,7 +28,9 @@ import logging
 import math
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from mfs_core.demo.problems import ASSISTANT_PREFIX, END_MARKER, generate_problems, write_heldout
 
@@ -100,6 +102,37 @@ def build_tokenizer(
     return fast
 
 
+def tokenizer_and_model(args: argparse.Namespace, build: Callable[[], Any], *, context_window: int):
+    """The tokenizer and Llama model a training run starts from (v1 and v2 runs alike).
+
+    With ``args.init_from`` both are loaded from that checkpoint; otherwise ``build()``
+    trains the tokenizer and a new ``LlamaForCausalLM`` is made from ``args.hidden_size``,
+    ``intermediate_size``, ``layers`` and ``heads`` (tied embeddings, RoPE θ = 10,000,
+    ``context_window`` positions, in tokens).
+    """
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    if args.init_from is not None:
+        tokenizer = AutoTokenizer.from_pretrained(args.init_from)
+        return tokenizer, LlamaForCausalLM.from_pretrained(args.init_from)
+    tokenizer = build()
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=args.hidden_size,
+        intermediate_size=args.intermediate_size,
+        num_hidden_layers=args.layers,
+        num_attention_heads=args.heads,
+        num_key_value_heads=args.heads,
+        max_position_embeddings=context_window,
+        rope_theta=10000.0,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    return tokenizer, LlamaForCausalLM(config)
+
+
 def render_prompt(tokenizer, question: str) -> str:
     """The engine's prompt for ``question``: chat template, generation prompt, prefix."""
     messages = [{"role": "user", "content": question}]
@@ -157,7 +190,6 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
 
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -166,28 +198,7 @@ def main(argv: list[str] | None = None) -> dict:
     heldout_questions = frozenset(p.question for p in heldout)
     corpus_problems = generate_problems(5000, seed=args.seed + 1, exclude=heldout_questions)
     corpus = [p.question + "\n" + ASSISTANT_PREFIX + p.solution for p in corpus_problems]
-    if args.init_from is not None:
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(args.init_from)
-    else:
-        tokenizer = build_tokenizer(corpus, args.vocab_size)
-
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=args.hidden_size,
-        intermediate_size=args.intermediate_size,
-        num_hidden_layers=args.layers,
-        num_attention_heads=args.heads,
-        num_key_value_heads=args.heads,
-        max_position_embeddings=512,
-        rope_theta=10000.0,
-        tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    model = LlamaForCausalLM.from_pretrained(args.init_from) if args.init_from is not None else LlamaForCausalLM(config)
+    tokenizer, model = tokenizer_and_model(args, lambda: build_tokenizer(corpus, args.vocab_size), context_window=512)
     num_parameters = sum(p.numel() for p in model.parameters())
     logger.info("model: %d parameters", num_parameters)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1, betas=(0.9, 0.98))

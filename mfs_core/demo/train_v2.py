@@ -197,7 +197,6 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
 
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -214,28 +213,9 @@ def main(argv: list[str] | None = None) -> dict:
         corpus.append("\n".join(str(m.get("content") or "") for m in conversation.messages)
                       + ("\n" + json.dumps(tools) if tools else "") + "\n" + ASSISTANT_PREFIX
                       + "\n".join(line for line, _ in conversation.target))
-    if args.init_from is not None:
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(args.init_from)
-    else:
-        tokenizer = build_tokenizer(corpus, args.vocab_size)
-
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=args.hidden_size,
-        intermediate_size=args.intermediate_size,
-        num_hidden_layers=args.layers,
-        num_attention_heads=args.heads,
-        num_key_value_heads=args.heads,
-        max_position_embeddings=args.context_window,
-        rope_theta=10000.0,
-        tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
+    tokenizer, model = train_v1.tokenizer_and_model(
+        args, lambda: build_tokenizer(corpus, args.vocab_size), context_window=args.context_window
     )
-    model = LlamaForCausalLM.from_pretrained(args.init_from) if args.init_from is not None else LlamaForCausalLM(config)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     num_parameters = sum(p.numel() for p in model.parameters())
     logger.info("model: %d parameters", num_parameters)
