@@ -364,17 +364,11 @@ class TransformersBackend:
 
         device = self.model.device
         pad = self.tokenizer.pad_token_id
-        width = max(len(p) for p in prompts)
-        input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(prompts), width), dtype=torch.long)
-        for i, ids in enumerate(prompts):
-            input_ids[i, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
-            mask[i, width - len(ids):] = 1
-        input_ids, mask = input_ids.to(device), mask.to(device)
+        input_ids, mask = _left_padded(prompts, pad, device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True)
         self.prefill_stats.prefilled_tokens += sum(len(p) for p in prompts)
-        self.prefill_stats.padded_prefill_tokens += len(prompts) * width
+        self.prefill_stats.padded_prefill_tokens += input_ids.numel()
         self.prefill_stats.forward_passes += 1
         return out.past_key_values, out.logits[:, -1, :].float(), mask, positions[:, -1:] + 1
 
@@ -420,13 +414,7 @@ class TransformersBackend:
             for group in groups:
                 end = _common_prefix_length(unique[group.members[0]], unique[group.members[-1]], group.done)
                 segments.append(unique[group.members[0]][group.done:end])
-            width = max(len(seg) for seg in segments)
-            input_ids = torch.full((len(groups), width), pad, dtype=torch.long)
-            segment_mask = torch.zeros((len(groups), width), dtype=torch.long)
-            for i, seg in enumerate(segments):
-                input_ids[i, width - len(seg):] = torch.tensor(seg, dtype=torch.long)
-                segment_mask[i, width - len(seg):] = 1
-            input_ids, segment_mask = input_ids.to(device), segment_mask.to(device)
+            input_ids, segment_mask = _left_padded(segments, pad, device)
             done = torch.tensor([[g.done] for g in groups], dtype=torch.long, device=device)
             positions = (done + segment_mask.cumsum(-1) - 1).clamp(min=0)
             mask = segment_mask if mask is None else torch.cat([mask, segment_mask], dim=1)
@@ -435,10 +423,10 @@ class TransformersBackend:
             cache = out.past_key_values
             stats.forward_passes += 1
             stats.prefilled_tokens += sum(len(seg) for seg in segments)
-            stats.padded_prefill_tokens += len(groups) * width
+            stats.padded_prefill_tokens += input_ids.numel()
             if not all(type(layer) is DynamicLayer for layer in cache.layers):
                 stats.prefilled_tokens -= sum(len(seg) for seg in segments)
-                stats.padded_prefill_tokens -= len(groups) * width
+                stats.padded_prefill_tokens -= input_ids.numel()
                 return None
             logits = out.logits[:, -1, :].float()
             children: list[_Group] = []
@@ -602,3 +590,16 @@ def _top_p_filter(probs: Any, top_p: Any) -> Any:
     sorted_probs = sorted_probs.masked_fill(remove, 0.0)
     filtered = torch.zeros_like(probs).scatter(1, order, sorted_probs)
     return filtered / filtered.sum(dim=-1, keepdim=True)
+
+
+def _left_padded(rows: Sequence[Sequence[int]], pad: int, device: Any) -> tuple[Any, Any]:
+    """Token-id rows left-padded to one width: ``input_ids`` and attention ``mask``, both ``[R, W]`` long tensors on ``device``."""
+    import torch
+
+    width = max(len(row) for row in rows)
+    input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, row in enumerate(rows):
+        input_ids[i, width - len(row):] = torch.tensor(row, dtype=torch.long)
+        mask[i, width - len(row):] = 1
+    return input_ids.to(device), mask.to(device)
