@@ -207,7 +207,11 @@ def test_abandoning_a_finished_future_is_a_no_op(serial):
     result = future.result(timeout=WAIT)
     future.abandon()
     assert comparable(future.result()) == comparable(result) == serial[QUESTIONS[0]]
+
+    gate = threading.Event()
+    gated = MFSEngine(FaultyBackend(before=lambda index, requests: gate.wait(timeout=WAIT)), SETTINGS)
+    pending = gated.submit_prompts([QUESTIONS[1]])[0]
+    pending.abandon()  # the decode cannot have finished: its first backend call waits on the gate
+    gate.set()
     with pytest.raises(CancelledError):
-        cancelled = engine.submit_prompts([QUESTIONS[1]])[0]
-        cancelled.abandon()
-        cancelled.result(timeout=WAIT)
+        pending.result(timeout=WAIT)
