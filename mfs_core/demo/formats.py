@@ -160,11 +160,20 @@ DESCRIPTIONS = {
 }
 
 
+# How the frameworks write a tool's JSON schema (measured with langchain-core 1.x and
+# llama-index-core 0.14): "described" is a hand-written schema; "langchain" is
+# ``convert_to_openai_tool`` of a typed function (properties first, no argument
+# descriptions); "llamaindex" is ``FunctionTool.metadata.to_openai_tool()`` (pydantic
+# titles, the signature before the description).
+SCHEMA_LAYOUTS = ("described", "langchain", "llamaindex")
+
+
 @dataclass(frozen=True)
 class _Tool:
     kind: str  # "add", "sub", "mul" or "calculator"
     name: str
     arguments: tuple[str, str]
+    layout: str = "described"  # one of SCHEMA_LAYOUTS
 
     def schema(self) -> dict[str, Any]:
         first, second = self.arguments
@@ -174,12 +183,22 @@ class _Tool:
             description = "Do one arithmetic operation on two integers."
         else:
             description = DESCRIPTIONS[self.kind][len(self.name) % len(DESCRIPTIONS[self.kind])]
-        properties[first] = {"type": "integer", "description": "the first number"}
-        properties[second] = {"type": "integer", "description": "the second number"}
-        return {"type": "function", "function": {
-            "name": self.name, "description": description,
-            "parameters": {"type": "object", "properties": properties, "required": list(properties)},
-        }}
+        for argument, which in ((first, "first"), (second, "second")):
+            if self.layout == "described":
+                properties[argument] = {"type": "integer", "description": f"the {which} number"}
+            elif self.layout == "langchain":
+                properties[argument] = {"type": "integer"}
+            else:
+                properties[argument] = {"title": argument.title(), "type": "integer"}
+        if self.layout == "described":
+            parameters = {"type": "object", "properties": properties, "required": list(properties)}
+        else:
+            parameters = {"properties": properties, "required": list(properties), "type": "object"}
+        if self.layout == "llamaindex":
+            signature = ", ".join(f"{a}: {'str' if a == 'operation' else 'int'}" for a in properties)
+            description = f"{self.name}({signature}) -> int\n{description}"
+        return {"type": "function", "function": {"name": self.name, "description": description,
+                                                 "parameters": parameters}}
 
     def call(self, op: Operation) -> dict[str, Any]:
         first, second = self.arguments
@@ -198,12 +217,13 @@ def tool_call_text(call: dict[str, Any]) -> str:
 
 def _draw_tools(rng: random.Random) -> list[_Tool]:
     arguments = rng.choice(ARGUMENT_NAMES)
+    layout = rng.choice(SCHEMA_LAYOUTS)
     if rng.random() < 0.3:
-        tools = [_Tool("calculator", rng.choice(CALCULATOR_NAMES), arguments)]
+        tools = [_Tool("calculator", rng.choice(CALCULATOR_NAMES), arguments, layout)]
     else:
         kinds = [k for k in ("add", "sub", "mul") if rng.random() < 0.7] or [rng.choice(["add", "sub", "mul"])]
-        tools = [_Tool(k, rng.choice(TOOL_NAMES[k]), arguments if rng.random() < 0.8 else rng.choice(ARGUMENT_NAMES))
-                 for k in kinds]
+        tools = [_Tool(k, rng.choice(TOOL_NAMES[k]), arguments if rng.random() < 0.8 else rng.choice(ARGUMENT_NAMES),
+                       layout) for k in kinds]
     rng.shuffle(tools)
     return tools
 

@@ -3,8 +3,12 @@
 Each problem is a short story: a starting quantity (a number, or a product "N bags with
 M in each") followed by events that add to, take from, or multiply it, then a question:
 3-5 arithmetic operations in all (40% three, 40% four, 20% five), every intermediate
-result in 0-999 (additions and subtractions of 2-99, multiplications of at most 200 by 2-5), so most
-problems need carries. The tool-call examples also use 1-2 operation problems.
+result in 0-99 (additions and subtractions of 2-30, multiplications by 2-5; a product start
+is 2-9 times 2-12), the first demo model's number range with one to three more operations.
+The v2 model is trained from the v1 weights (``train_v2 --init-from``), so it starts out
+knowing this arithmetic; the longer problems and the check lines are what it learns, and
+what makes greedy decoding err (see ``MODEL_CARD.md``). The tool-call examples also use 1-2
+operation problems.
 
 A solution is written one line per step, after the assistant prefix
 ``The reasoning steps are:\\n\\n`` (see :func:`write_solution`)::
@@ -70,8 +74,9 @@ from mfs_core.demo.problems import (  # noqa: E402
 
 RESTATE_TEMPLATES = ["Start: {a}", "At first there are {a} {obj}.", "Start with {a} {obj}."]
 
-MAX_VALUE = 999
-MAX_MULTIPLICAND = 200
+MAX_VALUE = 99
+MAX_MULTIPLICAND = 49
+MAX_AMOUNT = 30
 SYMBOLS = {"add": "+", "sub": "-", "mul": "*"}
 INVERSE = {"add": "-", "sub": "+", "mul": "/"}
 
@@ -101,7 +106,7 @@ class WordProblem:
         question: the story and its question, in English.
         solution: a reference solution (no slip, canonical operand order, no restated
             start) after the assistant prefix, ending with the end marker.
-        answer: the integer answer (0-999).
+        answer: the integer answer (0-99).
         facts: the story's sentences (the question without its final question sentence).
         question_sentence: the final question sentence.
         operations: the arithmetic steps, in story order.
@@ -152,27 +157,27 @@ def generate_problem(rng: random.Random, num_operations: int | None = None) -> W
     ops_left = num_operations
     start: int | None = None
     if num_operations >= 2 and rng.random() < 0.35:
-        a = rng.randint(2, 12)
-        b = rng.randint(4, min(80, 600 // a))
+        a = rng.randint(2, 9)
+        b = rng.randint(2, min(12, MAX_VALUE // a))
         value = a * b
         sentences.append(_render(rng.choice(START_PRODUCT_TEMPLATES), name=name, a=a, b=b, obj=obj))
         operations.append(Operation("mul", a, b, value))
         ops_left -= 1
     else:
-        value = start = rng.randint(10, 400)
+        value = start = rng.randint(5, 60)
         sentences.append(_render(rng.choice(START_TEMPLATES), name=name, a=value, obj=obj, box=box))
     for _ in range(ops_left):
-        weights = [4, 4 if value >= 12 else 0, 2 if 2 <= value <= MAX_MULTIPLICAND else 0]
-        if value > MAX_VALUE - 12:
+        weights = [4, 4 if value >= 4 else 0, 2 if 2 <= value <= MAX_MULTIPLICAND else 0]
+        if value > MAX_VALUE - 2:
             weights[0] = 0
         kind = rng.choices(["add", "sub", "mul"], weights=weights)[0]
         if kind == "add":
-            k = rng.randint(2, min(99, MAX_VALUE - value))
+            k = rng.randint(2, min(MAX_AMOUNT, MAX_VALUE - value))
             sentences.append(_render(rng.choice(ADD_TEMPLATES), name=name, k=k, obj=obj, box=box))
             operations.append(Operation("add", value, k, value + k))
             value += k
         elif kind == "sub":
-            k = rng.randint(2, min(99, value - 1))
+            k = rng.randint(2, min(MAX_AMOUNT, value - 1))
             sentences.append(_render(rng.choice(SUB_TEMPLATES), name=name, k=k, obj=obj, box=box))
             operations.append(Operation("sub", value, k, value - k))
             value -= k
@@ -229,8 +234,8 @@ def _slip(op: Operation, rng: random.Random) -> int:
     if op.kind == "mul":
         candidates = [op.result + op.right, op.result - op.right]  # (left ± 1) * right
     else:
-        candidates = [op.result + d for d in (1, -1, 10, -10, 2, -2, 100, -100)]
-    candidates = [c for c in candidates if 0 <= c <= MAX_VALUE + 99 and c != op.result
+        candidates = [op.result + d for d in (1, -1, 10, -10, 2, -2)]
+    candidates = [c for c in candidates if 0 <= c <= MAX_VALUE + MAX_AMOUNT and c != op.result
                   and (op.kind != "add" or c - op.right >= 0)]
     return rng.choice(candidates)
 

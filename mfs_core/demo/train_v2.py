@@ -48,7 +48,21 @@ HELDOUT_SEED = 20260521
 HELDOUT_SIZE = 500
 SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<|system|>", "<|user|>", "<|assistant|>", "<|tool|>"]
 MARKER_TOKENS = [END_MARKER, "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
-KIND_WEIGHTS = {"plain": 72, "rag": 14, "tool": 14}
+KIND_WEIGHTS = {"plain": 62, "rag": 16, "tool": 22}
+# Words and JSON pieces of the RAG and tool prompts that the v1 tokenizer (trained on word
+# problems only) splits into 3-21 tokens each: the most frequent such pieces of 600 rendered
+# RAG and tool prompts by tokens saved, minus any piece that occurs in plain problems (so the
+# v1 model reads its questions exactly as before) and minus argument names (which vary, and
+# are copied from the schema). Added as ordinary tokens when a v1 checkpoint is extended:
+# tool prompts shrink from ~780 to ~400 tokens.
+PROMPT_TOKENS = [
+    '"description": "', '"type": "', '"properties": {', '"function": {', '"name": "', '"required": [',
+    "---------------------", "function", "assistant", "integer", '"parameters": {', "object", " functions",
+    " question", " information", '"arguments": ', " context", '"arguments": {', "tools", " inside", " second",
+    "system", '"name": ', " object", " function", " arguments", " assistant", " JSON", " knowledge",
+    "Return", " write", " original", " help", " numbers", " its", " reference", " directly", " documents",
+    " query",
+]
 
 CHAT_TEMPLATE = (
     "{{ bos_token }}"
@@ -98,6 +112,43 @@ def build_tokenizer(corpus: list[str], vocab_size: int):
         corpus, vocab_size, special_tokens=SPECIAL_TOKENS, marker_tokens=tuple(MARKER_TOKENS),
         chat_template=CHAT_TEMPLATE, model_max_length=2048,
     )
+
+
+def extend_tokenizer_and_model(tokenizer, model, context_window: int):
+    """Give a v1 checkpoint (or any earlier one) what v2 needs, keeping its weights.
+
+    Adds the role token ``<|tool|>`` (special) and the tool-call tags (ordinary tokens)
+    when missing (and, to a tokenizer that lacked ``<|tool|>``, :data:`PROMPT_TOKENS`), stores :data:`CHAT_TEMPLATE` and a ``context_window``-token window in the
+    tokenizer, grows the embedding matrix by the added tokens (new rows at the mean of the
+    old ones: ``resize_token_embeddings(mean_resizing=True)``) and sets
+    ``max_position_embeddings`` (RoPE has no position weights, so the window grows freely).
+    Idempotent: a v2 checkpoint comes back unchanged.
+
+    Args:
+        tokenizer: a ``PreTrainedTokenizerFast`` built by :func:`build_tokenizer` or v1's.
+        model: its ``LlamaForCausalLM``.
+        context_window: the new window (tokens).
+
+    Returns:
+        ``(tokenizer, model)``, the same objects, changed in place.
+    """
+    from tokenizers import AddedToken
+
+    vocab = tokenizer.get_vocab()
+    roles = [t for t in SPECIAL_TOKENS[3:] if t not in vocab]
+    if roles:
+        tokenizer.add_tokens([AddedToken(t, normalized=False, special=True) for t in roles], special_tokens=True)
+    markers = [t for t in MARKER_TOKENS if t not in vocab]
+    if roles:  # a tokenizer from before v2: its BPE never saw the RAG and tool prompts
+        markers += [t for t in PROMPT_TOKENS if t not in vocab]
+    if markers:
+        tokenizer.add_tokens([AddedToken(t, normalized=False, special=False) for t in markers])
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.model_max_length = context_window
+    if len(tokenizer) != model.get_input_embeddings().weight.shape[0]:
+        model.resize_token_embeddings(len(tokenizer), mean_resizing=True)
+    model.config.max_position_embeddings = context_window
+    return tokenizer, model
 
 
 def render_prompt(tokenizer, conversation: Conversation) -> str:
@@ -202,7 +253,9 @@ def main(argv: list[str] | None = None) -> dict:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     heldout = generate_problems(HELDOUT_SIZE, seed=HELDOUT_SEED)
-    heldout_questions = frozenset(p.question for p in heldout)
+    # Neither v2's held-out questions nor v1's (the benchmark's demo set) are trained on.
+    v1_heldout = json.loads((Path(train_v1.__file__).parent / "heldout.json").read_text(encoding="utf-8"))
+    heldout_questions = frozenset(p.question for p in heldout) | {r["input"] for r in v1_heldout}
     if args.heldout is not None:
         write_heldout(args.heldout, heldout)
     corpus_rng = random.Random(args.seed + 1)
@@ -216,6 +269,7 @@ def main(argv: list[str] | None = None) -> dict:
     tokenizer, model = train_v1.tokenizer_and_model(
         args, lambda: build_tokenizer(corpus, args.vocab_size), context_window=args.context_window
     )
+    tokenizer, model = extend_tokenizer_and_model(tokenizer, model, args.context_window)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     num_parameters = sum(p.numel() for p in model.parameters())
     logger.info("model: %d parameters", num_parameters)
