@@ -41,6 +41,7 @@ def plot_accuracy_vs_flops(rows: Sequence[MethodSummary], path: str | Path, titl
 
         matplotlib.use("Agg", force=True)
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import NullFormatter
     except ImportError as exc:  # pragma: no cover - depends on the environment
         msg = 'plotting needs matplotlib: pip install "mfs-decoding[bench]"'
         raise ImportError(msg) from exc
@@ -68,6 +69,9 @@ def plot_accuracy_vs_flops(rows: Sequence[MethodSummary], path: str | Path, titl
                         color=colors(i % 10), markersize=7, capsize=3, zorder=2, label=label)
         ax.set_ylim(max(0.0, min(lows) - 3.0), min(101.0, max(highs) + 3.0))
         ax.set_xscale("log")
+        # Label the decades only: matplotlib labels minor ticks too when a log axis spans
+        # less than a few decades, and those labels ("2×10^11 3×10^11 ...") run together.
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("total FLOPs (6 · output tokens · parameters)")
         ax.set_ylabel("accuracy (%), 95% interval")
         ax.grid(True, which="both", alpha=0.3)

@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mfs_core.demo import problems as problems_v1
 from mfs_core.demo import train as train_v1
 from mfs_core.demo.formats import Conversation, plain_example, rag_example, tool_example
 from mfs_core.demo.problems_v2 import ASSISTANT_PREFIX, END_MARKER, generate_problem, generate_problems, write_heldout
@@ -253,9 +254,9 @@ def main(argv: list[str] | None = None) -> dict:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     heldout = generate_problems(HELDOUT_SIZE, seed=HELDOUT_SEED)
-    # Neither v2's held-out questions nor v1's (the benchmark's demo set) are trained on.
-    v1_heldout = json.loads((Path(train_v1.__file__).parent / "heldout.json").read_text(encoding="utf-8"))
-    heldout_questions = frozenset(p.question for p in heldout) | {r["input"] for r in v1_heldout}
+    # Neither v2's held-out questions nor v1's (regenerated: same seed and size) are trained on.
+    v1_heldout = problems_v1.generate_problems(HELDOUT_SIZE, seed=HELDOUT_SEED)
+    heldout_questions = frozenset(p.question for p in heldout) | {p.question for p in v1_heldout}
     if args.heldout is not None:
         write_heldout(args.heldout, heldout)
     corpus_rng = random.Random(args.seed + 1)

@@ -27,8 +27,12 @@ def test_rag_prompts_hold_the_facts_in_order_and_use_the_default_templates():
         assert target.endswith(f"\\boxed{{{problem.answer}}}.{END_MARKER}")
         if style == "refine" and "Original Answer: The answer" not in text and f"\\boxed{{{problem.answer}}}" in text:
             continue  # the repeat case: the facts were in the first answer, not the new context
-        positions = [text.find(fact) for fact in problem.facts]
-        assert -1 not in positions and positions == sorted(positions)
+        # each fact after the one before it (a story may repeat a sentence: "Sadly, 5 cards break.")
+        position = 0
+        for fact in problem.facts:
+            position = text.find(fact, position)
+            assert position != -1, fact
+            position += 1
         if style == "chat_qa":
             assert example.messages[0] == {"role": "system", "content": TEXT_QA_SYSTEM_PROMPT.content}
         if style == "context":

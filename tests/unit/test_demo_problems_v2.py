@@ -33,7 +33,7 @@ def test_reference_solutions_compute_correctly_and_end_in_the_paper_format():
         assert 3 <= len(problem.operations) <= 5 and len(lines) == 2 * len(problem.operations)
         for line, check, op in zip(lines[::2], lines[1::2], problem.operations):
             a, sym, b, result = LINE.match(line).groups()
-            assert _value(a, sym, b) == int(result) == op.result and 0 <= op.result <= 999
+            assert _value(a, sym, b) == int(result) == op.result and 0 <= op.result <= 99
             assert check == check_line(op) and CHECK.match(check).group(4) == str(op.left)
         assert problem.operations[-1].result == problem.answer
         assert last == f"The answer is: \\boxed{{{problem.answer}}}.{END_MARKER}"
