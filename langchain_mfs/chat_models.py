@@ -137,10 +137,14 @@ class ChatMFS(MFSParams, BaseChatModel):
 
         * None / ``"auto"``: the model decides between calling a tool and answering.
         * ``"none"`` / False: the tools are not rendered and nothing is parsed.
-        * ``"any"`` / ``"required"`` / True: only paths that call a tool vote; if no path
-          calls one, the message has no tool call (sampling is not constrained).
+        * ``"any"`` / ``"required"`` / True: only paths that call a tool vote; with the
+          Hermes call format (the demo model, Qwen) the prompt ends with the opening of a
+          call, ``<tool_call>\n{"name": "``, so every sampled path calls one
+          (:meth:`mfs_core.tools.ToolRequest.forced_opening`); with other formats sampling
+          is not constrained and a message may come back without a call.
         * a tool name, ``{"type": "function", "function": {"name": ...}}``: only that tool is
-          rendered and only paths calling it vote; a call to another tool in the chosen
+          rendered and only paths calling it vote; with the Hermes format the prompt opens
+          the call to it up to its arguments; a call to another tool in the chosen
           completion becomes an invalid call.
 
         ``strict`` goes to ``convert_to_openai_tool``; ``parallel_tool_calls`` is accepted

@@ -530,8 +530,9 @@ class MFSLLM(FunctionCallingLLM):
         The tools (``ToolMetadata.to_openai_tool``) are rendered by the chat template and
         the decode votes over actions (tool + canonical arguments, or the answer), as
         ``ChatMFS.bind_tools`` does. ``tool_required`` is ``tool_choice="required"`` (only
-        paths that call a tool vote; sampling is not constrained); ``tool_choice`` may also
-        be ``"auto"``, ``"none"`` or a tool name.
+        paths that call a tool vote; with the Hermes call format the prompt opens a call,
+        :meth:`mfs_core.tools.ToolRequest.forced_opening`); ``tool_choice`` may also be
+        ``"auto"``, ``"none"`` or a tool name (its call opened up to the arguments).
 
         Raises:
             ToolsNotSupportedError: the model's template does not render tools (use a

@@ -24,8 +24,11 @@ PREFIX = "The reasoning steps are:\n\n"
 
 def follow(target: str, request: GenerationRequest, logprob: float = -0.3) -> list[Continuation]:
     """A deterministic model writing ``target`` after the assistant prefix: a step request gets
-    its next line, a rollout the rest (ended by EOS)."""
+    its next line, a rollout the rest (ended by EOS). When the prompt already opens a tool call
+    (a forced ``tool_choice``), the model writes ``target`` from its ``<tool_call>`` on."""
     written = request.prompt.rsplit(PREFIX, 1)[-1]
+    if written.startswith("<tool_call>") and not target.startswith(written) and "<tool_call>" in target:
+        target = target[target.index("<tool_call>"):]  # a forced call (tool_choice): no reasoning before it
     assert target.startswith(written), (target, written)
     rest = target[len(written):]
     if request.stop == STEP_STOP and "\n" in rest:

@@ -131,6 +131,24 @@ class ToolRequest:
         """Names of the tools, in order."""
         return [tool["function"]["name"] for tool in self.tools]
 
+    def forced_opening(self, parser: str) -> str:
+        """The text every completion starts with when a call is forced, or ``""``.
+
+        Under ``"required"`` / ``"named"`` the prompt ends with the opening of a call in the
+        model's own format, so every sampled path is a call (what vLLM's guided decoding does
+        for a forced ``tool_choice``): for the ``hermes`` format ``<tool_call>\n{"name": "``,
+        and for a named tool its name and ``", "arguments": {``. Other formats (and ``auto``)
+        get none: the vote then only drops paths that do not call.
+
+        Args:
+            parser: the resolved parser name (:func:`~mfs_core.tools.rendering.resolve_parser`).
+        """
+        if parser != "hermes" or self.choice.mode not in ("required", "named") or not self.tools:
+            return ""
+        if self.choice.mode == "required":
+            return '<tool_call>\n{"name": "'
+        return f'<tool_call>\n{{"name": {json.dumps(self.choice.name)}, "arguments": {{'
+
     def prompt_tools(self) -> list[dict[str, Any]] | None:
         """The tools rendered into the prompt: none for ``"none"``, only the forced one for
         ``"named"``, else all."""
@@ -160,12 +178,17 @@ class ActionVote:
         request: the call's tools and choice; None: no tools (only answers are voted on).
         json_answers: vote on the final JSON object instead of the extracted answer
             (structured output).
+        opening: text the prompt ends with and every completion continues
+            (:meth:`ToolRequest.forced_opening`); it is put back in front of a completion
+            before it is parsed or voted on.
     """
 
-    def __init__(self, parser: str = "auto", request: ToolRequest | None = None, *, json_answers: bool = False) -> None:
+    def __init__(self, parser: str = "auto", request: ToolRequest | None = None, *, json_answers: bool = False,
+                 opening: str = "") -> None:
         self.parser = parser
         self.request = request
         self.json_answers = json_answers
+        self.opening = opening
 
     @property
     def _parses_calls(self) -> bool:
@@ -178,7 +201,7 @@ class ActionVote:
         """
         if not self._parses_calls:
             return ParsedOutput(content=text.strip())
-        parsed = parse_tool_calls(text, self.parser)
+        parsed = parse_tool_calls(self.opening + text, self.parser)
         allowed = {tool["function"]["name"] for tool in self.request.prompt_tools() or []}  # type: ignore[union-attr]
         refused = [call for call in parsed.tool_calls if call.name not in allowed]
         if not refused:

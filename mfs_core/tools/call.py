@@ -67,8 +67,9 @@ class CallPlan:
         return add_system_instruction(messages, json_instruction(shown))
 
     def render(self, engine: Any, settings: Any, messages: Sequence[dict[str, Any]]) -> str:
-        """The model prompt: :meth:`messages` and :meth:`prompt_tools` through ``engine``'s template."""
-        return engine.render_messages(self.messages(messages), settings, tools=self.prompt_tools())
+        """The model prompt: :meth:`messages` and :meth:`prompt_tools` through ``engine``'s
+        template, then the opening of a forced call (:meth:`ToolRequest.forced_opening`)."""
+        return engine.render_messages(self.messages(messages), settings, tools=self.prompt_tools()) + self.vote.opening
 
     def parse(self, text: str) -> ParsedOutput:
         """The tool calls of the chosen completion (see :meth:`ActionVote.parse`)."""
@@ -107,5 +108,6 @@ def plan_call(
         msg = f"tool_choice {tool_choice!r} needs tools; bind tools first"
         raise ValueError(msg)
     parser = resolve_parser(tool_call_parser, backend) if request is not None else tool_call_parser
-    vote = ActionVote(parser, request, json_answers=response_format is not None)
+    opening = request.forced_opening(parser) if request is not None else ""
+    vote = ActionVote(parser, request, json_answers=response_format is not None, opening=opening)
     return CallPlan(request=request, vote=vote, response_format=response_format)

@@ -105,13 +105,36 @@ def test_tool_choice_none_omits_the_tools_and_parses_nothing() -> None:
     assert message.tool_calls == [] and "<tool_call>" in message.content
 
 
-def test_a_forced_tool_is_the_only_one_rendered_and_other_calls_are_invalid() -> None:
-    chat, backend = tool_chat()
+def forced_call_script(request: GenerationRequest) -> list[Continuation]:
+    """A model that continues the forced opening the prompt ends with: the tool's name when
+    only ``{"name": "`` is given, then the question's two numbers as ``a`` and ``b``."""
+    a, b = re.findall(r"\d+", request.prompt.split("<|user|>")[-1])[:2]
+    arguments = f'"a": {a}, "b": {b}}}}}\n</tool_call>'
+    if request.prompt.endswith('"arguments": {'):
+        text = arguments
+    else:
+        assert request.prompt.endswith('<tool_call>\n{"name": "'), request.prompt[-60:]
+        text = 'add", "arguments": {' + arguments
+    if request.stop == STEP_STOP:
+        text = text.split("\n")[0]
+    return [continuation(text, mean_logprob=-0.3, finish_reason="eos")] * request.n
+
+
+def test_a_forced_tool_is_the_only_one_rendered_and_every_path_opens_a_call_to_it() -> None:
+    chat, backend = tool_chat(forced_call_script)
     message = chat.bind_tools([add, multiply], tool_choice="multiply").invoke("What is 3 plus 4?")
     prompt = backend.calls[0][0].prompt
-    assert '"name": "multiply"' in prompt and '"name": "add"' not in prompt
-    assert message.tool_calls == []
-    assert message.invalid_tool_calls[0]["error"] == "tool 'add' is not among the allowed tools ['multiply']"
+    assert '"name": "add"' not in prompt and '"name": "multiply"' in prompt.split("<|user|>")[0]
+    assert prompt.endswith('The reasoning steps are:\n\n<tool_call>\n{"name": "multiply", "arguments": {')
+    assert [(c["name"], c["args"]) for c in message.tool_calls] == [("multiply", {"a": 3, "b": 4})]
+    assert message.invalid_tool_calls == [] and message.response_metadata["vote_share"] == 1.0
+
+
+def test_tool_choice_any_opens_a_call_and_the_model_names_the_tool() -> None:
+    chat, backend = tool_chat(forced_call_script)
+    message = chat.bind_tools([add, multiply], tool_choice="any").invoke("Hello! 3 and 4")
+    assert backend.calls[0][0].prompt.endswith('<|assistant|>\nThe reasoning steps are:\n\n<tool_call>\n{"name": "')
+    assert [(c["name"], c["args"]) for c in message.tool_calls] == [("add", {"a": 3, "b": 4})]
 
 
 def test_bad_tool_choice_fails_at_bind_time() -> None:

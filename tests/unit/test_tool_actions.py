@@ -131,3 +131,18 @@ def test_self_consistency_votes_over_actions() -> None:
     assert result.answer == 'call [{"arguments":{"a":2,"b":5},"name":"mul"}]'
     assert result.vote_share == pytest.approx(2 / 5)
     assert result.text == texts[0]  # the higher mean log-prob of the two mul paths (-0.1 > -0.2)
+
+
+def test_a_forced_opening_is_put_back_before_parsing_and_voting() -> None:
+    tools = ({"type": "function", "function": {"name": "add", "description": "", "parameters": {"type": "object"}}},
+             {"type": "function", "function": {"name": "mul", "description": "", "parameters": {"type": "object"}}})
+    required = ToolRequest(tools, ToolChoice("required"))
+    named = ToolRequest(tools, ToolChoice("named", "mul"))
+    assert required.forced_opening("hermes") == '<tool_call>\n{"name": "'
+    assert named.forced_opening("hermes") == '<tool_call>\n{"name": "mul", "arguments": {'
+    assert ToolRequest(tools).forced_opening("hermes") == ""  # auto: the model decides
+    assert named.forced_opening("mistral") == ""  # only the Hermes opening is known
+    vote = ActionVote("hermes", required, opening=required.forced_opening("hermes"))
+    assert vote('add", "arguments": {"a": 1, "b": 2}}\n</tool_call>') == 'call [{"arguments":{"a":1,"b":2},"name":"add"}]'
+    assert vote("add") is None  # an unfinished call does not vote
+    assert vote.parse('mul", "arguments": {"a": 2, "b": 5}}\n</tool_call>').tool_calls[0].arguments == {"a": 2, "b": 5}
