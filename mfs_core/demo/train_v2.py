@@ -1,14 +1,22 @@
-"""Train the v2 demo model: a small Llama for harder word problems, RAG prompts and tool calls.
+"""Train the v2 demo model: the v1 Llama taught longer problems, RAG prompts and tool calls.
 
-Run ``python -m mfs_core.demo.train_v2 --output-dir OUT --heldout OUT/heldout.json``
-(``MODEL_CARD.md``, "Demo model v2", has the commands and wall times of the run made so
-far; its checkpoint is not shipped yet); the tests run it for a few steps on a tiny
-configuration. Needs the
-``[hf]`` extra (torch, transformers, tokenizers) and llama-index-core (its RAG templates).
+The shipped checkpoint is a continuation of the first demo model (``mfs_core.demo.train``,
+its two phases in ``MODEL_CARD.md``)::
+
+    python -m mfs_core.demo.train_v2 --output-dir OUT --init-from V1_MODEL_DIR --steps 2400 --lr 1e-3 \
+        --warmup 0.03 --short-rate 0.15 --max-length 1024 --threads 1 --save-every 200 --heldout OUT/heldout.json
+
+(``MODEL_CARD.md`` has its wall time and loss). Without ``--init-from`` it trains a fresh
+model with a tokenizer of its own (what the first v2 attempts did: 2,000 CPU steps did not
+teach a fresh model the arithmetic). The tests run it for a few steps on a tiny
+configuration. Needs the ``[hf]`` extra (torch, transformers, tokenizers) and
+llama-index-core (its RAG templates).
 
 What it does:
 
-1. Builds a byte-level BPE tokenizer on generated conversations of every kind. Digits are
+1. With ``--init-from``, loads that checkpoint and extends it
+   (:func:`extend_tokenizer_and_model`); else builds a byte-level BPE tokenizer on
+   generated conversations of every kind. Digits are
    split one per token (a ``Digits(individual_digits=True)`` pre-tokenizer);
    ``<end_of_reasoning>``, ``<tool_call>``, ``</tool_call>``, ``<tool_response>`` and
    ``</tool_response>`` are single ordinary (non-special) tokens, so they survive decoding.
@@ -18,7 +26,7 @@ What it does:
    generation prompt, then the assistant prefix ``The reasoning steps are:\\n\\n``, then the
    target lines and EOS. The loss covers only the target (and EOS), minus the lines flagged
    untrained (the deliberate slips of :func:`mfs_core.demo.problems_v2.write_solution`).
-3. Each step trains on one kind (plain 72%, RAG 14%, tool 14% of steps), as many examples
+3. Each step trains on one kind (plain 62%, RAG 16%, tool 22% of steps), as many examples
    as fit ``--batch-tokens`` padded tokens. ``LlamaForCausalLM`` with AdamW and a cosine
    schedule; problems are generated on the fly, never from the held-out set
    (``heldout.json``, seed 20260521).

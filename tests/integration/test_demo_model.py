@@ -1,4 +1,4 @@
-"""The shipped demo model and its training script."""
+"""The shipped demo model (v2: trained by ``train_v2`` from the v1 weights ``train`` makes) and the v1 training script."""
 
 from __future__ import annotations
 
@@ -55,8 +55,8 @@ def test_shipped_model_loads_and_is_small(demo_backend):
 
 
 def test_heldout_set_ships_and_is_disjoint_from_training():
-    from mfs_core.demo.train import HELDOUT_SEED, HELDOUT_SIZE
-    from mfs_core.demo.problems import generate_problems
+    from mfs_core.demo.problems_v2 import generate_problems
+    from mfs_core.demo.train_v2 import HELDOUT_SEED, HELDOUT_SIZE
 
     records = json.loads(HELDOUT.read_text())
     assert len(records) == HELDOUT_SIZE

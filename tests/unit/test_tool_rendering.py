@@ -97,7 +97,9 @@ def test_check_tools_fills_empty_parameters() -> None:
 
 def test_a_real_tokenizer_renders_tools_and_tool_turns_through_its_jinja_template() -> None:
     tokenizer = load_local_tokenizer(str(demo_model_path()))
-    assert render_chat(tokenizer, CONVERSATION[:1], [PROBE_TOOL]) == render_chat(tokenizer, CONVERSATION[:1])  # demo: ignored
+    demo_with_tools = render_chat(tokenizer, CONVERSATION[:1], [PROBE_TOOL])  # the demo model's own template
+    assert demo_with_tools != render_chat(tokenizer, CONVERSATION[:1])
+    assert demo_with_tools.startswith(f"{tokenizer.bos_token}<|system|>\nYou may call functions") and "<tools>\n" in demo_with_tools
     tokenizer.chat_template = QWEN_LIKE
     with_tools = render_chat(tokenizer, template_messages(CONVERSATION, native=True), [PROBE_TOOL])
     assert with_tools.startswith(f"{tokenizer.bos_token}<|system|>\n<tools>\n")
