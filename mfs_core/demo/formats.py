@@ -215,28 +215,48 @@ def tool_call_text(call: dict[str, Any]) -> str:
     return f"{TOOL_CALL_OPEN}\n{json.dumps(call)}\n{TOOL_CALL_CLOSE}"
 
 
-def _draw_tools(rng: random.Random) -> list[_Tool]:
+_SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
+
+
+def novel_name(rng: random.Random) -> str:
+    """A made-up identifier (``"magic_kuto"``, ``"zaripo"``, ``"get_mela"``...): a name the
+    model cannot have memorised, so it must copy it from the schema."""
+    word = "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(2, 3)))
+    return rng.choice(["", "", "magic_", "get_", "do_", "my_", "tool_", "fn_"]) + word
+
+
+def _draw_tools(rng: random.Random, novel_rate: float = 0.0) -> list[_Tool]:
     arguments = rng.choice(ARGUMENT_NAMES)
+    if rng.random() < novel_rate / 2:
+        arguments = (novel_name(rng), novel_name(rng))
     layout = rng.choice(SCHEMA_LAYOUTS)
+
+    def name(names: list[str]) -> str:
+        return novel_name(rng) if rng.random() < novel_rate else rng.choice(names)
+
     if rng.random() < 0.3:
-        tools = [_Tool("calculator", rng.choice(CALCULATOR_NAMES), arguments, layout)]
+        tools = [_Tool("calculator", name(CALCULATOR_NAMES), arguments, layout)]
     else:
         kinds = [k for k in ("add", "sub", "mul") if rng.random() < 0.7] or [rng.choice(["add", "sub", "mul"])]
-        tools = [_Tool(k, rng.choice(TOOL_NAMES[k]), arguments if rng.random() < 0.8 else rng.choice(ARGUMENT_NAMES),
+        tools = [_Tool(k, name(TOOL_NAMES[k]), arguments if rng.random() < 0.8 else rng.choice(ARGUMENT_NAMES),
                        layout) for k in kinds]
     rng.shuffle(tools)
     return tools
 
 
-def tool_example(rng: random.Random) -> Conversation:
+def tool_example(rng: random.Random, novel_rate: float = 0.0) -> Conversation:
     """A 1-3 operation problem solved with the given arithmetic tools, cut at a random turn.
+
+    ``novel_rate``: share of tools named by :func:`novel_name` instead of the usual
+    arithmetic names (and half that share of argument pairs), so that the model learns to
+    copy the name from the schema it is given.
 
     The conversation is played out to the end; the example is one assistant turn of it
     (the history before it rendered by the chat template), so the model learns to open
     with a call, to continue after a ``<tool_response>`` and to answer from it.
     """
     problem = generate_problem(rng, num_operations=rng.choice([1, 2, 2, 3]))
-    tools = _draw_tools(rng)
+    tools = _draw_tools(rng, novel_rate)
     by_kind = {t.kind: t for t in tools}
     messages: list[dict[str, Any]] = []
     if rng.random() < 0.2:

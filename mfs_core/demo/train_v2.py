@@ -168,14 +168,14 @@ def render_prompt(tokenizer, conversation: Conversation) -> str:
 
 
 def draw_example(kind: str, rng: random.Random, heldout: frozenset[str], slip_rate: float,
-                 short_rate: float = 0.0) -> Conversation:
+                 short_rate: float = 0.0, novel_rate: float = 0.0) -> Conversation:
     """One training conversation of ``kind`` (``plain``, ``rag``, ``tool``), never a held-out question.
 
     ``short_rate``: share of plain and RAG problems with only 1-2 operations (the held-out
     distribution has 3-5), so short questions are in the training distribution too.
     """
     if kind == "tool":
-        return tool_example(rng)
+        return tool_example(rng, novel_rate)
     while True:
         problem = generate_problem(rng, num_operations=rng.choice([1, 2]) if short_rate and rng.random() < short_rate else None)
         if problem.question not in heldout:
@@ -213,13 +213,16 @@ def collate(tokenizer, rows: list[tuple[list[int], list[int]]]):
 
 
 def make_batch(tokenizer, rng: random.Random, heldout: frozenset[str], batch_tokens: int, max_length: int,
-               slip_rate: float, short_rate: float = 0.0, max_examples: int = 256):
-    """One batch of a drawn kind holding at most ``batch_tokens`` padded tokens."""
-    kind = rng.choices(list(KIND_WEIGHTS), weights=list(KIND_WEIGHTS.values()))[0]
+               slip_rate: float, short_rate: float = 0.0, max_examples: int = 256,
+               kind_weights: dict[str, float] | None = None, novel_rate: float = 0.0):
+    """One batch of a drawn kind (``kind_weights``, default :data:`KIND_WEIGHTS`) holding at
+    most ``batch_tokens`` padded tokens."""
+    weights = kind_weights or KIND_WEIGHTS
+    kind = rng.choices(list(weights), weights=list(weights.values()))[0]
     rows: list[tuple[list[int], list[int]]] = []
     width = 0
     while len(rows) < max_examples:
-        row = encode_example(tokenizer, draw_example(kind, rng, heldout, slip_rate, short_rate), max_length)
+        row = encode_example(tokenizer, draw_example(kind, rng, heldout, slip_rate, short_rate, novel_rate), max_length)
         new_width = max(width, len(row[0]))
         if rows and new_width * (len(rows) + 1) > batch_tokens:
             break
@@ -245,6 +248,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--slip-rate", type=float, default=0.15, help="share of solutions with one wrong step")
     parser.add_argument("--short-rate", type=float, default=0.0,
                         help="share of plain and RAG problems with 1-2 operations (held-out ones have 3-5)")
+    parser.add_argument("--kind-weights", default=None,
+                        help="steps per kind, e.g. 'plain=30,rag=35,tool=35' (default: %s)" % KIND_WEIGHTS)
+    parser.add_argument("--novel-tool-rate", type=float, default=0.0,
+                        help="share of tool names made up (formats.novel_name), so names are copied from the schema")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--heldout", type=Path, default=None, help="also write the held-out set here")
@@ -258,6 +265,11 @@ def main(argv: list[str] | None = None) -> dict:
 
     import torch
 
+    kind_weights = None
+    if args.kind_weights:
+        kind_weights = {k: float(v) for k, v in (item.split("=") for item in args.kind_weights.split(","))}
+        if set(kind_weights) - set(KIND_WEIGHTS):
+            parser.error(f"--kind-weights {args.kind_weights!r}: kinds are {sorted(KIND_WEIGHTS)}")
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -301,7 +313,8 @@ def main(argv: list[str] | None = None) -> dict:
     history = []
     for step in range(args.steps):
         kind, (input_ids, attention, labels) = make_batch(
-            tokenizer, rng, heldout_questions, args.batch_tokens, args.max_length, args.slip_rate, args.short_rate)
+            tokenizer, rng, heldout_questions, args.batch_tokens, args.max_length, args.slip_rate, args.short_rate,
+            kind_weights=kind_weights, novel_rate=args.novel_tool_rate)
         loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -329,6 +342,8 @@ def main(argv: list[str] | None = None) -> dict:
         "learning_rate": args.lr,
         "slip_rate": args.slip_rate,
         "short_rate": args.short_rate,
+        "kind_weights": kind_weights or KIND_WEIGHTS,
+        "novel_tool_rate": args.novel_tool_rate,
         "seed": args.seed,
         "init_from": str(args.init_from) if args.init_from is not None else None,
         "num_parameters": num_parameters,
