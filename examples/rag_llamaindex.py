@@ -59,12 +59,12 @@ QA_TEMPLATE = PromptTemplate("{context_str} {query_str}")
 """The retrieved sentence, then the question: one word problem for the demo model."""
 
 REFINE_TEMPLATE = PromptTemplate("{context_msg} {query_str}")
-"""Kept as short as the QA template so the prompt budget of the 512-token demo model holds;
+"""Kept as short as the QA template so the prompt budget of a 512-token model holds (the first demo model's window);
 with one retrieved chunk the refine step never runs."""
 
 RESPONSE_PADDING = 8
 """Tokens kept free beside the answer budget (``num_output``) when chunks are packed.
-LlamaIndex's default, 500, exceeds the demo model's whole 512-token context window."""
+LlamaIndex's default, 500, would fill a 512-token window (the first demo model's)."""
 
 LLM_SETTINGS: dict[str, Any] = {"step_beam_size": 4, "num_rollouts": 4, "seed": 0}
 """MFS settings of the example: M = N = 4 (the CPU size of ``mfs ask``), seed 0."""

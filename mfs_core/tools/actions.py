@@ -137,7 +137,8 @@ class ToolRequest:
         Under ``"required"`` / ``"named"`` the prompt ends with the opening of a call in the
         model's own format, so every sampled path is a call (what vLLM's guided decoding does
         for a forced ``tool_choice``): for the ``hermes`` format ``<tool_call>\n{"name": "``,
-        and for a named tool its name and ``", "arguments": {``. Other formats (and ``auto``)
+        and for a named tool (or ``"required"`` with one tool, the only call allowed) its
+        name and ``", "arguments": {``. Other formats (and ``auto``)
         get none: the vote then only drops paths that do not call.
 
         Args:
@@ -145,9 +146,10 @@ class ToolRequest:
         """
         if parser != "hermes" or self.choice.mode not in ("required", "named") or not self.tools:
             return ""
-        if self.choice.mode == "required":
+        if self.choice.mode == "required" and len(self.tools) > 1:
             return '<tool_call>\n{"name": "'
-        return f'<tool_call>\n{{"name": {json.dumps(self.choice.name)}, "arguments": {{'
+        name = self.choice.name if self.choice.mode == "named" else self.names[0]  # one tool: the only call allowed
+        return f'<tool_call>\n{{"name": {json.dumps(name)}, "arguments": {{'
 
     def prompt_tools(self) -> list[dict[str, Any]] | None:
         """The tools rendered into the prompt: none for ``"none"``, only the forced one for

@@ -9,8 +9,8 @@ from mfs_core.backends.base import ContextWindowError
 
 QUESTIONS = [
     "Tom has 3 apples. Then Tom buys 4 more apples. How many apples does Tom have now?",
-    "Grace gets 7 cards every day for 9 days. Sadly, 6 cards break. How many cards are there now?",
-    # Held-out questions 0 and 6 (mfs_core/demo/heldout.json).
+    "Grace has 7 bags with 9 cards in each bag. Sadly, 6 cards break. How many cards are there now?",
+    # Questions 0 and 6 of the first demo model's held-out set.
     "Zoe starts with 32 dollars. After that, Zoe picks up another 10 dollars. Zoe multiplies the dollars by 2. "
     "How many dollars are left?",
     "Oscar counts 27 dollars in the wallet. Then Oscar gives away 23 dollars. Someone puts 22 more dollars in the "

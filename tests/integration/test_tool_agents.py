@@ -15,6 +15,17 @@ from tests.tool_model import requires_tool_model
 
 pytestmark = [requires_tool_model, pytest.mark.slow]
 
+# Measured on the bundled (v2) demo model: left to decide (tool_choice="auto") its foresight
+# paths answer the arithmetic themselves, and when it does write a call it names one of the
+# arithmetic tools it was trained on rather than copying the schema's (2 of 20 names right on
+# training-distribution tool prompts; 4/60 right first actions in `python -m
+# mfs_core.bench.tool_vote`). Strict: a model that starts calling tools turns these red.
+AUTO_CALLS = pytest.mark.xfail(
+    strict=True,
+    reason="the v2 demo model does not call tools when left to decide (mfs_core/demo/MODEL_CARD.md); "
+    "forced calls work (the round-trip tests below)",
+)
+
 # CPU-sized search; device="cpu" shares the session's loaded demo model (tests/conftest.py).
 SETTINGS = {"device": "cpu", "step_beam_size": 2, "num_rollouts": 2, "max_steps": 4, "max_answer_tokens": 64}
 QUESTION = "Tom has 12 apples. He buys 30 more apples. How many apples does Tom have now?"
@@ -30,6 +41,7 @@ def multiply(a: int, b: int) -> int:
     return a * b
 
 
+@AUTO_CALLS
 def test_a_langchain_create_agent_calls_the_calculator_and_answers() -> None:
     from langchain.agents import create_agent
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -51,6 +63,7 @@ def test_a_langchain_create_agent_calls_the_calculator_and_answers() -> None:
     assert extract_answer(final.content) == results[-1].content  # it answers from the tool's result
 
 
+@AUTO_CALLS
 def test_the_vote_runs_over_actions_on_the_first_turn() -> None:
     from langchain_core.tools import tool
 
@@ -66,6 +79,7 @@ def test_the_vote_runs_over_actions_on_the_first_turn() -> None:
     assert meta["votes"][meta["answer"]] >= 1 and meta["votes"][meta["answer"]] / completed <= meta["vote_share"] + 1e-9
 
 
+@AUTO_CALLS
 async def test_a_llamaindex_function_agent_calls_the_calculator_and_answers() -> None:
     from llama_index.core.agent.workflow import FunctionAgent, ToolCallResult
     from llama_index.core.tools import FunctionTool
@@ -102,3 +116,46 @@ def test_structured_output_by_function_calling() -> None:
     print(out)
     assert out["parsing_error"] is None
     assert {out["parsed"].a, out["parsed"].b} == {12, 30}
+
+
+def test_a_forced_call_round_trip_through_chatmfs() -> None:
+    """tool_choice names the tool: the call is opened in the prompt, the model writes the
+    operands; the tool's result goes back as a ToolMessage and the model answers from it."""
+    from langchain_core.messages import HumanMessage, ToolMessage
+    from langchain_core.tools import tool
+
+    from langchain_mfs import ChatMFS
+
+    chat = ChatMFS(**SETTINGS)
+    tools = [tool(add), tool(multiply)]
+    first = chat.bind_tools(tools, tool_choice="add").invoke(QUESTION)
+    [call] = first.tool_calls
+    assert (call["name"], call["args"]) == ("add", {"a": 12, "b": 30})
+    result = ToolMessage(str(add(**call["args"])), tool_call_id=call["id"])
+    final = chat.bind_tools(tools).invoke([HumanMessage(QUESTION), first, result])
+    print(first.tool_calls, "->", result.content, "->", repr(final.content))
+    assert not final.tool_calls and extract_answer(final.content) == "42"
+
+
+def test_a_required_call_round_trip_through_the_llamaindex_llm() -> None:
+    """tool_required with one tool opens the call to it; the result turn is answered."""
+    from llama_index.core.llms import ChatMessage
+    from llama_index.core.tools import FunctionTool
+
+    from llamaindex_mfs import MFSLLM
+
+    llm = MFSLLM(**SETTINGS)
+    tools = [FunctionTool.from_defaults(fn=add)]
+    response = llm.chat_with_tools(tools, user_msg=QUESTION, tool_required=True)
+    [selection] = llm.get_tool_calls_from_response(response)
+    assert (selection.tool_name, selection.tool_kwargs) == ("add", {"a": 12, "b": 30})
+    output = tools[0].call(**selection.tool_kwargs)
+    history = [
+        ChatMessage(role="user", content=QUESTION),
+        response.message,
+        ChatMessage(role="tool", content=str(output), additional_kwargs={"tool_call_id": selection.tool_id, "name": "add"}),
+    ]
+    final = llm.chat_with_tools(tools, chat_history=history)
+    print(selection, "->", output, "->", repr(final.message.content))
+    assert llm.get_tool_calls_from_response(final, error_on_no_tool_call=False) == []
+    assert extract_answer(final.message.content) == "42"

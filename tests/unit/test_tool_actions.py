@@ -141,6 +141,8 @@ def test_a_forced_opening_is_put_back_before_parsing_and_voting() -> None:
     assert required.forced_opening("hermes") == '<tool_call>\n{"name": "'
     assert named.forced_opening("hermes") == '<tool_call>\n{"name": "mul", "arguments": {'
     assert ToolRequest(tools).forced_opening("hermes") == ""  # auto: the model decides
+    single = ToolRequest(tools[:1], ToolChoice("required"))  # one tool: the only call allowed is to it
+    assert single.forced_opening("hermes") == '<tool_call>\n{"name": "add", "arguments": {'
     assert named.forced_opening("mistral") == ""  # only the Hermes opening is known
     vote = ActionVote("hermes", required, opening=required.forced_opening("hermes"))
     assert vote('add", "arguments": {"a": 1, "b": 2}}\n</tool_call>') == 'call [{"arguments":{"a":1,"b":2},"name":"add"}]'
