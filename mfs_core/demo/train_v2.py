@@ -127,8 +127,8 @@ def extend_tokenizer_and_model(tokenizer, model, context_window: int):
     """Give a v1 checkpoint (or any earlier one) what v2 needs, keeping its weights.
 
     Adds the role token ``<|tool|>`` (special) and the tool-call tags (ordinary tokens)
-    when missing (and, to a tokenizer that lacked ``<|tool|>``, :data:`PROMPT_TOKENS`), stores :data:`CHAT_TEMPLATE` and a ``context_window``-token window in the
-    tokenizer, grows the embedding matrix by the added tokens (new rows at the mean of the
+    when missing (and, to a tokenizer that lacked ``<|tool|>``, :data:`PROMPT_TOKENS`),
+    stores :data:`CHAT_TEMPLATE` and a ``context_window``-token window in the tokenizer, grows the embedding matrix by the added tokens (new rows at the mean of the
     old ones: ``resize_token_embeddings(mean_resizing=True)``) and sets
     ``max_position_embeddings`` (RoPE has no position weights, so the window grows freely).
     Idempotent: a v2 checkpoint comes back unchanged.

@@ -88,3 +88,31 @@ def test_chat_template_renders_tools_calls_and_results(tiny):
     plain = [{"role": "system", "content": "S"}, {"role": "user", "content": "Q?"}]
     assert tokenizer.apply_chat_template(plain, tokenize=False, add_generation_prompt=True) == (
         "<s><|system|>\nS\n<|user|>\nQ?\n<|assistant|>\n")
+
+
+def test_a_v1_checkpoint_is_extended_and_continued(tmp_path):
+    """``train_v2 --init-from`` a v1 checkpoint (how the shipped model was made): the v2 tokens
+    and the prompt words are added, the window grows to 2,048, the template renders tools, and
+    a plain v1 question is tokenized exactly as before."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from mfs_core.demo import train, train_v2
+
+    v1 = tmp_path / "v1"
+    train.main(["--output-dir", str(v1), "--steps", "1", "--batch-size", "2", "--hidden-size", "16", "--layers", "1",
+                "--heads", "2", "--intermediate-size", "32", "--vocab-size", "400", "--log-every", "1"])
+    old = AutoTokenizer.from_pretrained(v1)
+    question = "Grace has 7 bags with 9 cards in each bag. Sadly, 6 cards break. How many cards are there now?"
+    log = train_v2.main(["--output-dir", str(tmp_path / "v2"), "--init-from", str(v1), "--steps", "2",
+                         "--batch-tokens", "2048", "--log-every", "1"])
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "v2")
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "v2")
+    added = 1 + len(train_v2.MARKER_TOKENS) - 1 + len(train_v2.PROMPT_TOKENS)  # <|tool|>, 4 tags, the words
+    assert len(tokenizer) == len(old) + added == model.config.vocab_size == log["config"]["vocab_size"]
+    assert model.config.max_position_embeddings == 2048 and tokenizer.model_max_length == 2048
+    assert tokenizer(question)["input_ids"] == old(question)["input_ids"]
+    assert tokenizer.tokenize('{"name": "add"}')[:2] == ["{", '"name": "']
+    rendered = tokenizer.apply_chat_template([{"role": "user", "content": "Q?"}], tools=[TOOL], tokenize=False)
+    assert "<tools>\n" in rendered and '"name": "plus"' in rendered
+    extended = train_v2.extend_tokenizer_and_model(tokenizer, model, 2048)  # idempotent on a v2 checkpoint
+    assert len(extended[0]) == len(tokenizer) and extended[1].config.vocab_size == model.config.vocab_size
