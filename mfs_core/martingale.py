@@ -17,6 +17,7 @@ __all__ = [
     "converged",
     "deficits",
     "foresight_quality",
+    "order_by_value",
     "select_beams",
     "selection_weights",
     "step_values",
@@ -136,6 +137,30 @@ def selection_weights(values: Sequence[float], temperature: float) -> np.ndarray
     return w / w.sum()
 
 
+def order_by_value(values: Sequence[float]) -> list[int]:
+    """Indices by decreasing value, values within :data:`SCORE_TOLERANCE` of each other by index.
+
+    Identical candidates (the same step text) get values equal up to float noise that
+    depends on the batch a request ran in (~1e-7 nats on CPU); ordering them by that noise
+    would make the beams' order, and so the rest of the search, depend on the batch.
+
+    Args:
+        values: shape (K,), nats.
+
+    Returns:
+        A permutation of ``range(K)``.
+    """
+    order = sorted(range(len(values)), key=lambda i: -values[i])
+    ranked: list[int] = []
+    tied: list[int] = []
+    for i in order:
+        if tied and values[tied[0]] - values[i] > SCORE_TOLERANCE:
+            ranked += sorted(tied)
+            tied = []
+        tied.append(i)
+    return ranked + sorted(tied)
+
+
 def select_beams(
     values: Sequence[float], k: int, temperature: float, rng: np.random.Generator | None, top_k: bool = False
 ) -> list[int]:
@@ -149,13 +174,11 @@ def select_beams(
         top_k: the release's rule, the k largest values (ties by index).
 
     Returns:
-        Selected indices, in selection order (top-k: by decreasing value).
+        Selected indices, in selection order (all kept or top-k: :func:`order_by_value`).
     """
     n = len(values)
-    if k >= n:
-        return sorted(range(n), key=lambda i: -values[i])
-    if top_k:
-        return sorted(range(n), key=lambda i: -values[i])[:k]
+    if k >= n or top_k:
+        return order_by_value(values)[:k]
     if rng is None:
         msg = "select_beams needs an rng when top_k is False"
         raise ValueError(msg)

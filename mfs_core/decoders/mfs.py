@@ -119,7 +119,8 @@ def decode_mfs(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
 
         # 6. Finished candidates go to the pool, best step log-prob first: at most ⌊f·M⌋ per
         # step while candidates are open; when every candidate finished, the best up to M.
-        finished = sorted((c for c in candidates if c.finished), key=lambda c: -c.step_logprob)
+        finished = [c for c in candidates if c.finished]
+        finished = [finished[i] for i in martingale.order_by_value([c.step_logprob for c in finished])]
         open_cands = [c for c in candidates if not c.finished]
         slots = s.step_beam_size - len(finished_pool)
         pooled = finished[: min(max_finished_per_step, slots) if open_cands else slots]

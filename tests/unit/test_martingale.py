@@ -103,3 +103,15 @@ def test_width_prune_keeps_every_candidate_tied_with_the_best():
     assert pruning.keep.tolist() == [True, True, False]
     # The order does not matter, and a tie within SCORE_TOLERANCE counts.
     assert martingale.width_prune([-1.0, 0.0, -5e-7], 0.8).keep.tolist() == [False, True, True]
+
+
+def test_values_within_the_tolerance_are_ordered_by_index() -> None:
+    from mfs_core.martingale import SCORE_TOLERANCE, order_by_value
+
+    noise = SCORE_TOLERANCE / 10  # what batch composition does to identical candidates on a CPU
+    assert order_by_value([0.1, 0.5 + noise, 0.5, 0.3]) == [1, 2, 3, 0]
+    assert order_by_value([0.1, 0.5, 0.5 + noise, 0.3]) == [1, 2, 3, 0]  # the noise does not reorder the tie
+    assert order_by_value([0.5, 0.5 + 2 * SCORE_TOLERANCE]) == [1, 0]  # a real difference does
+    # select_beams keeps every candidate (k >= K) or the top k (top_k) in that order
+    assert martingale.select_beams([0.2, 0.2 + noise, 0.9], 3, 0.1, None) == [2, 0, 1]
+    assert martingale.select_beams([0.2 + noise, 0.2, 0.9], 2, 0.1, None, top_k=True) == [2, 0]
