@@ -53,33 +53,25 @@ def _index():
 def test_the_default_engines_run_and_put_the_retrieved_facts_in_the_prompt() -> None:
     """The mechanics of item 2: the 2,048-token window leaves room for the chunks (the first
     demo model's 512 raised ``Chunk size -357 is not positive``), the facts are retrieved first
-    and reach the model's prompt, and an answer comes back."""
+    and reach the model's messages, and an answer comes back."""
     from llama_index.core.chat_engine import CondensePlusContextChatEngine
+    from llama_index.core.instrumentation.events.llm import LLMChatStartEvent
 
     from llamaindex_mfs import MFSLLM
+    from tests.llamaindex_events import recording
 
     llm = MFSLLM(**SETTINGS)
     assert llm.metadata.context_window >= 2048
-    prompts: list[str] = []
-    render = llm.engine.render_messages
-
-    def recording(messages, settings, **kwargs):
-        prompt = render(messages, settings, **kwargs)
-        prompts.append(prompt)
-        return prompt
-
-    llm.engine.render_messages = recording
-    try:
-        index = _index()
+    index = _index()
+    with recording() as handler:
         query = index.as_query_engine(llm=llm).query(QUESTION)
         chat_engine = index.as_chat_engine(llm=llm)
         assert isinstance(chat_engine, CondensePlusContextChatEngine)
         chat = chat_engine.chat(QUESTION)
-    finally:
-        llm.engine.render_messages = render
     for response in (query, chat):
         assert FACTS in response.source_nodes[0].node.get_content()
         assert extract_answer(response.response) is not None
+    prompts = ["\n".join(str(m.content) for m in event.messages) for event in handler.of_type(LLMChatStartEvent)]
     assert len(prompts) == 2 and all(FACTS in prompt and QUESTION in prompt for prompt in prompts)
     assert "Context information is below." in prompts[0]  # LlamaIndex's chat text-QA template
     assert "Here are the relevant documents for the context:" in prompts[1]  # the context chat prompt
