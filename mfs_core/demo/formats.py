@@ -41,6 +41,7 @@ from mfs_core.demo.problems_v2 import (
 
 __all__ = [
     "LANGCHAIN_RAG_TEMPLATE",
+    "RESTATE_PREFIX",
     "TOOL_CALL_CLOSE",
     "TOOL_CALL_OPEN",
     "Conversation",
@@ -96,11 +97,18 @@ def _messages(chat_messages: Any) -> list[dict[str, Any]]:
     return [{"role": m.role.value, "content": m.content} for m in chat_messages]
 
 
-def rag_example(problem: WordProblem, rng: random.Random, slip_rate: float) -> Conversation:
+RESTATE_PREFIX = "From the context: "
+
+
+def rag_example(problem: WordProblem, rng: random.Random, slip_rate: float, restate: bool = False) -> Conversation:
     """The problem's facts as retrieved documents among distractors, in a default RAG prompt.
 
     The facts stay in story order (one document, or split in two); 0-3 distractor
     documents tell other stories (other person and object), placed anywhere.
+
+    ``restate``: the solution opens by quoting the question's facts from the context
+    (``"From the context: <facts>"``, one line), then solves them as a plain problem: the
+    model picks the right story once, by copying it, instead of at every step.
     """
     templates = _llama_index_templates()
     facts = list(problem.facts)
@@ -119,6 +127,8 @@ def rag_example(problem: WordProblem, rng: random.Random, slip_rate: float) -> C
     context = "\n\n".join(documents)
     query = problem.question_sentence
     target = write_solution(problem, rng, slip_rate)
+    if restate:
+        target = [(RESTATE_PREFIX + " ".join(facts), True), *target]
     style = rng.choices(["chat_qa", "context", "langchain", "qa", "refine"], weights=[30, 25, 20, 10, 15])[0]
     if style == "chat_qa":
         messages = _messages(templates["chat_qa"].format_messages(context_str=context, query_str=query))
@@ -244,12 +254,14 @@ def _draw_tools(rng: random.Random, novel_rate: float = 0.0) -> list[_Tool]:
     return tools
 
 
-def tool_example(rng: random.Random, novel_rate: float = 0.0) -> Conversation:
+def tool_example(rng: random.Random, novel_rate: float = 0.0, first_turn_share: float = 0.0) -> Conversation:
     """A 1-3 operation problem solved with the given arithmetic tools, cut at a random turn.
 
     ``novel_rate``: share of tools named by :func:`novel_name` instead of the usual
     arithmetic names (and half that share of argument pairs), so that the model learns to
-    copy the name from the schema it is given.
+    copy the name from the schema it is given. ``first_turn_share``: share of examples cut
+    at the first assistant turn (the first call, or the text answer when no tool fits);
+    the rest are cut at a turn drawn uniformly.
 
     The conversation is played out to the end; the example is one assistant turn of it
     (the history before it rendered by the chat template), so the model learns to open
@@ -280,6 +292,6 @@ def tool_example(rng: random.Random, novel_rate: float = 0.0) -> Conversation:
         messages.append({"role": "tool", "name": tool.name, "content": result})
         pending = [(equation(op), True)]
     turns.append((list(messages), pending + [(answer_line(problem.answer), True)]))
-    history, target = rng.choice(turns)
+    history, target = turns[0] if rng.random() < first_turn_share else rng.choice(turns)
     return Conversation(history, target, tools=[t.schema() for t in tools], kind="tool",
                         meta={"answer": problem.answer, "calls": len(turns) - 1})

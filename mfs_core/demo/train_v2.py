@@ -79,7 +79,12 @@ CHAT_TEMPLATE = (
     "{{- '<|system|>\\n' }}"
     "{%- if messages[0]['role'] == 'system' %}{{- messages[0]['content'] + '\\n\\n' }}{%- endif %}"
     "{{- 'You may call functions to help with the question. The functions are inside <tools></tools>:\\n<tools>\\n' }}"
-    "{%- for tool in tools %}{{- tool | tojson }}{{- '\\n' }}{%- endfor %}"
+    "{%- for tool in tools %}"
+    "{%- set function = tool['function'] if tool['function'] is defined else tool %}"
+    "{{- '{\"type\": \"function\", \"function\": {\"description\": ' + (function['description'] | default('') | tojson)"
+    " + ', \"name\": ' + (function['name'] | tojson) + ', \"parameters\": ' + (function['parameters'] | default({}) | tojson)"
+    " + '}}\\n' }}"
+    "{%- endfor %}"
     "{{- '</tools>\\n\\nTo call a function, write a JSON object with its name and arguments inside "
     "<tool_call></tool_call>:\\n<tool_call>\\n{\"name\": <function-name>, \"arguments\": <args-json-object>}"
     "\\n</tool_call>\\n' }}"
@@ -168,19 +173,24 @@ def render_prompt(tokenizer, conversation: Conversation) -> str:
 
 
 def draw_example(kind: str, rng: random.Random, heldout: frozenset[str], slip_rate: float,
-                 short_rate: float = 0.0, novel_rate: float = 0.0) -> Conversation:
+                 short_rate: float = 0.0, novel_rate: float = 0.0, first_turn_share: float = 0.0,
+                 rag_restate: bool = False) -> Conversation:
     """One training conversation of ``kind`` (``plain``, ``rag``, ``tool``), never a held-out question.
 
     ``short_rate``: share of plain and RAG problems with only 1-2 operations (the held-out
     distribution has 3-5), so short questions are in the training distribution too.
+    ``novel_rate`` and ``first_turn_share`` go to :func:`~mfs_core.demo.formats.tool_example`,
+    ``rag_restate`` to :func:`~mfs_core.demo.formats.rag_example` (``restate``).
     """
     if kind == "tool":
-        return tool_example(rng, novel_rate)
+        return tool_example(rng, novel_rate, first_turn_share)
     while True:
         problem = generate_problem(rng, num_operations=rng.choice([1, 2]) if short_rate and rng.random() < short_rate else None)
         if problem.question not in heldout:
             break
-    return plain_example(problem, rng, slip_rate) if kind == "plain" else rag_example(problem, rng, slip_rate)
+    if kind == "plain":
+        return plain_example(problem, rng, slip_rate)
+    return rag_example(problem, rng, slip_rate, restate=rag_restate)
 
 
 def encode_example(tokenizer, conversation: Conversation, max_length: int) -> tuple[list[int], list[int]]:
@@ -214,7 +224,8 @@ def collate(tokenizer, rows: list[tuple[list[int], list[int]]]):
 
 def make_batch(tokenizer, rng: random.Random, heldout: frozenset[str], batch_tokens: int, max_length: int,
                slip_rate: float, short_rate: float = 0.0, max_examples: int = 256,
-               kind_weights: dict[str, float] | None = None, novel_rate: float = 0.0):
+               kind_weights: dict[str, float] | None = None, novel_rate: float = 0.0,
+               first_turn_share: float = 0.0, rag_restate: bool = False):
     """One batch of a drawn kind (``kind_weights``, default :data:`KIND_WEIGHTS`) holding at
     most ``batch_tokens`` padded tokens."""
     weights = kind_weights or KIND_WEIGHTS
@@ -222,7 +233,8 @@ def make_batch(tokenizer, rng: random.Random, heldout: frozenset[str], batch_tok
     rows: list[tuple[list[int], list[int]]] = []
     width = 0
     while len(rows) < max_examples:
-        row = encode_example(tokenizer, draw_example(kind, rng, heldout, slip_rate, short_rate, novel_rate), max_length)
+        row = encode_example(tokenizer, draw_example(kind, rng, heldout, slip_rate, short_rate, novel_rate,
+                                                       first_turn_share, rag_restate), max_length)
         new_width = max(width, len(row[0]))
         if rows and new_width * (len(rows) + 1) > batch_tokens:
             break
@@ -252,6 +264,10 @@ def main(argv: list[str] | None = None) -> dict:
                         help="steps per kind, e.g. 'plain=30,rag=35,tool=35' (default: %s)" % KIND_WEIGHTS)
     parser.add_argument("--novel-tool-rate", type=float, default=0.0,
                         help="share of tool names made up (formats.novel_name), so names are copied from the schema")
+    parser.add_argument("--first-call-share", type=float, default=0.0,
+                        help="share of tool examples cut at their first assistant turn (the first call)")
+    parser.add_argument("--rag-restate", action="store_true",
+                        help="RAG solutions open by quoting the question's facts from the context (formats.RESTATE_PREFIX)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--heldout", type=Path, default=None, help="also write the held-out set here")
@@ -314,7 +330,8 @@ def main(argv: list[str] | None = None) -> dict:
     for step in range(args.steps):
         kind, (input_ids, attention, labels) = make_batch(
             tokenizer, rng, heldout_questions, args.batch_tokens, args.max_length, args.slip_rate, args.short_rate,
-            kind_weights=kind_weights, novel_rate=args.novel_tool_rate)
+            kind_weights=kind_weights, novel_rate=args.novel_tool_rate, first_turn_share=args.first_call_share,
+            rag_restate=args.rag_restate)
         loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -344,6 +361,8 @@ def main(argv: list[str] | None = None) -> dict:
         "short_rate": args.short_rate,
         "kind_weights": kind_weights or KIND_WEIGHTS,
         "novel_tool_rate": args.novel_tool_rate,
+        "first_call_share": args.first_call_share,
+        "rag_restate": args.rag_restate,
         "seed": args.seed,
         "init_from": str(args.init_from) if args.init_from is not None else None,
         "num_parameters": num_parameters,

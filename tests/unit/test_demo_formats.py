@@ -7,7 +7,7 @@ import re
 from llama_index.core.chat_engine.condense_plus_context import DEFAULT_CONTEXT_PROMPT_TEMPLATE
 from llama_index.core.prompts.chat_prompts import TEXT_QA_SYSTEM_PROMPT
 
-from mfs_core.demo.formats import LANGCHAIN_RAG_TEMPLATE, plain_example, rag_example, tool_example
+from mfs_core.demo.formats import LANGCHAIN_RAG_TEMPLATE, RESTATE_PREFIX, plain_example, rag_example, tool_example
 from mfs_core.demo.problems_v2 import END_MARKER, generate_problem
 
 CALL = re.compile(r"^<tool_call>\n(\{.*\})\n</tool_call>" + re.escape(END_MARKER) + "$")
@@ -68,3 +68,23 @@ def test_plain_example_is_the_question_as_the_user_message():
     problem = generate_problem(random.Random(4))
     example = plain_example(problem, random.Random(0), slip_rate=0.0)
     assert example.messages == [{"role": "user", "content": problem.question}] and example.tools is None
+
+
+def test_a_restated_rag_solution_opens_with_the_facts_then_solves_them():
+    problem = generate_problem(random.Random(5))
+    plain = rag_example(problem, random.Random(9), slip_rate=0.0)
+    restated = rag_example(problem, random.Random(9), slip_rate=0.0, restate=True)
+    assert restated.messages == plain.messages  # the same prompt
+    if restated.meta["style"] == "refine" and RESTATE_PREFIX not in restated.target[0][0]:
+        return
+    assert restated.target[0] == (RESTATE_PREFIX + " ".join(problem.facts), True)
+    assert restated.target[1:] == plain.target
+
+
+def test_first_turn_share_cuts_tool_conversations_at_their_first_turn():
+    rng = random.Random(3)
+    first = [tool_example(rng, first_turn_share=1.0) for _ in range(50)]
+    assert all(example.messages[-1]["role"] == "user" for example in first)
+    mixed = [tool_example(rng) for _ in range(200)]
+    later = sum(example.messages[-1]["role"] == "tool" for example in mixed)
+    assert 50 < later < 200  # uniform over the turns: most conversations have a call, so most cuts come later

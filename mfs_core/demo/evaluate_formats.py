@@ -1,0 +1,174 @@
+"""Measure how a demo model reads RAG prompts and calls tools, greedily, with 95% intervals.
+
+``python -m mfs_core.demo.evaluate_formats [--model PATH] [--limit N] [--seed S]`` draws N
+conversations of each kind from :mod:`mfs_core.demo.formats` (the generators the model is
+trained on, seeded with ``--seed``; the default seed 4242 is not a training seed) and
+prints, with Wilson intervals:
+
+* **RAG answer**: the greedy answer of a RAG prompt (facts among 0-3 distractor
+  documents, the five prompt styles of :func:`~mfs_core.demo.formats.rag_example`) equals
+  the problem's answer; per style too;
+* **first action**: on a tool conversation cut at its first assistant turn, the greedy
+  completion takes the right action: the expected call (same tool name and arguments, parsed
+  by :func:`~mfs_core.tools.parsers.parse_hermes`) or, when no given tool fits the first
+  operation, no call;
+* **tool name**: of those first turns that expect a call, the completion calls a tool of
+  the schema with the expected name (arguments not compared);
+* **answer from tool result**: on a conversation cut after its last ``<tool_response>``,
+  the greedy answer equals the problem's answer.
+
+Runs through :class:`~mfs_core.backends.transformers.TransformersBackend`'s batched greedy
+``generate``; prompts are rendered as the model is trained
+(:func:`mfs_core.demo.train_v2.render_prompt`). No search decoder is run: these are
+properties of the model (issue 10, items 2-3). The conversations are drawn from the
+training generators, so they are in the training distribution (not a held-out set).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+__all__ = ["evaluate_formats", "format_summary", "main"]
+
+
+def _draw(seed: int, limit: int) -> dict[str, list[Any]]:
+    """``limit`` RAG conversations, first tool turns and answer tool turns (seeded)."""
+    from mfs_core.demo.formats import rag_example, tool_example
+    from mfs_core.demo.problems_v2 import generate_problem
+
+    rng = random.Random(seed)
+    rag = [rag_example(generate_problem(rng), rng, slip_rate=0.0) for _ in range(limit)]
+    first = [tool_example(rng, first_turn_share=1.0) for _ in range(limit)]
+    answers: list[Any] = []
+    while len(answers) < limit:
+        conversation = tool_example(rng)
+        if conversation.messages[-1]["role"] == "tool":
+            answers.append(conversation)
+    return {"rag": rag, "first": first, "answer": answers}
+
+
+def _expected_call(conversation: Any) -> dict[str, Any] | None:
+    from mfs_core.tools.parsers import parse_hermes
+
+    calls = parse_hermes("\n".join(line for line, _ in conversation.target)).tool_calls
+    return {"name": calls[0].name, "arguments": calls[0].arguments} if calls else None
+
+
+def evaluate_formats(backend: Any, tokenizer: Any, seed: int = 4242, limit: int = 60, max_tokens: int = 200,
+                     chunk: int = 8) -> dict[str, Any]:
+    """Greedy RAG and tool-use results of the model behind ``backend``.
+
+    Args:
+        backend: a :class:`~mfs_core.backends.transformers.TransformersBackend`.
+        tokenizer: its tokenizer (renders the conversations).
+        seed: seed of the drawn conversations.
+        limit: conversations of each kind (RAG, first tool turn, answer tool turn).
+        max_tokens: greedy budget per completion (tokens).
+        chunk: prompts per batched ``generate`` call.
+
+    Returns:
+        ``{"rag": [right, total], "rag_by_style": {style: [right, total]},
+        "first_action": [...], "tool_name": [...], "tool_answer": [...], "examples": {...}}``
+        (counts of conversations), plus one example completion per kind.
+    """
+    from mfs_core.answers import extract_answer
+    from mfs_core.demo.train_v2 import render_prompt
+    from mfs_core.tools.parsers import parse_hermes
+    from mfs_core.types import GenerationRequest
+
+    drawn = _draw(seed, limit)
+    counts: dict[str, list[int]] = {k: [0, 0] for k in ("rag", "first_action", "tool_name", "tool_answer")}
+    by_style: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    examples: dict[str, str] = {}
+    for kind, conversations in drawn.items():
+        prompts = [render_prompt(tokenizer, c) for c in conversations]
+        texts: list[str] = []
+        for lo in range(0, len(prompts), chunk):
+            requests = [GenerationRequest(p, n=1, max_tokens=max_tokens, greedy=True) for p in prompts[lo:lo + chunk]]
+            texts += [result[0].text for result in backend.generate(requests)]
+        examples[kind] = texts[0]
+        for conversation, text in zip(conversations, texts):
+            if kind == "rag":
+                gold = extract_answer("\n".join(line for line, _ in conversation.target))
+                right = extract_answer(text) == gold
+                counts["rag"][0] += right
+                counts["rag"][1] += 1
+                by_style[conversation.meta["style"]][0] += right
+                by_style[conversation.meta["style"]][1] += 1
+            elif kind == "first":
+                expected = _expected_call(conversation)
+                calls = parse_hermes(text).tool_calls
+                got = {"name": calls[0].name, "arguments": calls[0].arguments} if calls else None
+                counts["first_action"][0] += got == expected
+                counts["first_action"][1] += 1
+                if expected is not None:
+                    counts["tool_name"][0] += got is not None and got["name"] == expected["name"]
+                    counts["tool_name"][1] += 1
+            else:
+                counts["tool_answer"][0] += extract_answer(text) == str(conversation.meta["answer"])
+                counts["tool_answer"][1] += 1
+    return {**counts, "rag_by_style": dict(by_style), "examples": examples}
+
+
+def format_summary(summary: dict[str, Any], title: str) -> str:
+    """A plain-text table: one row per measure with its share, 95% Wilson interval and counts."""
+    from mfs_core.demo.evaluate import wilson_interval
+
+    rows = [f"{title}", f"{'measure':<28} {'share':>7} {'95% CI':>15} {'count':>9}"]
+    names = [("rag", "RAG answer")] + [(f"rag:{s}", f"  RAG, {s}") for s in sorted(summary["rag_by_style"])] + [
+        ("first_action", "first action"), ("tool_name", "tool name (calls)"), ("tool_answer", "answer from tool result")]
+    for key, label in names:
+        right, total = summary["rag_by_style"][key[4:]] if key.startswith("rag:") else summary[key]
+        if total == 0:
+            rows.append(f"{label:<28} {'-':>7} {'-':>15} {'0/0':>9}")
+            continue
+        lo, hi = wilson_interval(right, total)
+        rows.append(f"{label:<28} {100 * right / total:>6.1f}% {f'{100 * lo:.1f}-{100 * hi:.1f}':>15} "
+                    f"{f'{right}/{total}':>9}")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Command line: evaluate, print the table, optionally write JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="mfs-demo", help="model directory or 'mfs-demo' (the bundled model)")
+    parser.add_argument("--limit", type=int, default=60, help="conversations of each kind")
+    parser.add_argument("--seed", type=int, default=4242)
+    parser.add_argument("--max-tokens", type=int, default=200)
+    parser.add_argument("--chunk", type=int, default=8, help="prompts per batched generate call")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the summary here")
+    args = parser.parse_args(argv)
+    if args.limit < 1:
+        parser.error(f"--limit must be >= 1, got {args.limit}")
+
+    import torch
+
+    from mfs_core.backends._hf import quiet_transformers
+    from mfs_core.backends.transformers import TransformersBackend
+    from mfs_core.settings import MFSSettings
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    quiet_transformers()
+    backend = TransformersBackend.from_settings(MFSSettings(model=args.model, device="cpu"))
+    start = time.perf_counter()
+    summary = evaluate_formats(backend, backend.tokenizer, seed=args.seed, limit=args.limit,
+                               max_tokens=args.max_tokens, chunk=args.chunk)
+    summary["model"] = args.model
+    summary["seconds"] = round(time.perf_counter() - start, 1)
+    print(format_summary(summary, f"{args.model}, seed {args.seed}, {args.limit} conversations of each kind"))
+    print(f"wall time: {summary['seconds']} s")
+    if args.json is not None:
+        args.json.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    return summary
+
+
+if __name__ == "__main__":
+    main()
