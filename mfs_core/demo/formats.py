@@ -44,6 +44,7 @@ __all__ = [
     "RESTATE_PREFIX",
     "TOOL_CALL_CLOSE",
     "TOOL_CALL_OPEN",
+    "copy_example",
     "Conversation",
     "plain_example",
     "rag_example",
@@ -152,6 +153,36 @@ def rag_example(problem: WordProblem, rng: random.Random, slip_rate: float, rest
         messages = _messages(templates["chat_refine"].format_messages(
             context_msg=context, query_str=query, existing_answer=previous))
     return Conversation(messages, target, kind="rag", meta={"style": style})
+
+
+# --- copying ---------------------------------------------------------------------------
+COPY_INSTRUCTIONS = ["Repeat this text exactly: ", "Copy the following words: ", "Say back: "]
+
+
+def copy_example(rng: random.Random) -> Conversation:
+    """A copying drill: the user gives 4-12 items (made-up identifiers, names, objects,
+    numbers) and the answer repeats them, one line.
+
+    Made-up words cannot be predicted from what the model knows, so only copying from the
+    prompt lowers their loss: the skill that RAG prompts (quoting the right story) and tool
+    calls (writing a name from the schema) need.
+    """
+    from mfs_core.demo.problems import NAMES, OBJECTS
+
+    words = []
+    for _ in range(rng.randint(4, 12)):
+        pick = rng.random()
+        if pick < 0.5:
+            words.append(novel_name(rng))
+        elif pick < 0.65:
+            words.append(rng.choice(NAMES))
+        elif pick < 0.8:
+            words.append(rng.choice(rng.choice(OBJECTS)))
+        else:
+            words.append(str(rng.randint(0, 99)))
+    text = " ".join(words)
+    return Conversation([{"role": "user", "content": rng.choice(COPY_INSTRUCTIONS) + text}],
+                        [(text + END_MARKER, True)], kind="copy")
 
 
 # --- tools -------------------------------------------------------------------------------

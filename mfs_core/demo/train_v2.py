@@ -48,7 +48,7 @@ from typing import Any
 
 from mfs_core.demo import problems as problems_v1
 from mfs_core.demo import train as train_v1
-from mfs_core.demo.formats import Conversation, plain_example, rag_example, tool_example
+from mfs_core.demo.formats import Conversation, copy_example, plain_example, rag_example, tool_example
 from mfs_core.demo.problems_v2 import ASSISTANT_PREFIX, END_MARKER, generate_problem, generate_problems, write_heldout
 
 logger = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ HELDOUT_SEED = 20260521
 HELDOUT_SIZE = 500
 SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<|system|>", "<|user|>", "<|assistant|>", "<|tool|>"]
 MARKER_TOKENS = [END_MARKER, "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
-KIND_WEIGHTS = {"plain": 62, "rag": 16, "tool": 22}
+KIND_WEIGHTS = {"plain": 62, "rag": 16, "tool": 22, "copy": 0}
 # Words and JSON pieces of the RAG and tool prompts that the v1 tokenizer (trained on word
 # problems only) splits into 3-21 tokens each: the most frequent such pieces of 600 rendered
 # RAG and tool prompts by tokens saved, minus any piece that occurs in plain problems (so the
@@ -79,12 +79,7 @@ CHAT_TEMPLATE = (
     "{{- '<|system|>\\n' }}"
     "{%- if messages[0]['role'] == 'system' %}{{- messages[0]['content'] + '\\n\\n' }}{%- endif %}"
     "{{- 'You may call functions to help with the question. The functions are inside <tools></tools>:\\n<tools>\\n' }}"
-    "{%- for tool in tools %}"
-    "{%- set function = tool['function'] if tool['function'] is defined else tool %}"
-    "{{- '{\"type\": \"function\", \"function\": {\"description\": ' + (function['description'] | default('') | tojson)"
-    " + ', \"name\": ' + (function['name'] | tojson) + ', \"parameters\": ' + (function['parameters'] | default({}) | tojson)"
-    " + '}}\\n' }}"
-    "{%- endfor %}"
+    "{%- for tool in tools %}{{- tool | tojson }}{{- '\\n' }}{%- endfor %}"
     "{{- '</tools>\\n\\nTo call a function, write a JSON object with its name and arguments inside "
     "<tool_call></tool_call>:\\n<tool_call>\\n{\"name\": <function-name>, \"arguments\": <args-json-object>}"
     "\\n</tool_call>\\n' }}"
@@ -184,6 +179,8 @@ def draw_example(kind: str, rng: random.Random, heldout: frozenset[str], slip_ra
     """
     if kind == "tool":
         return tool_example(rng, novel_rate, first_turn_share)
+    if kind == "copy":
+        return copy_example(rng)
     while True:
         problem = generate_problem(rng, num_operations=rng.choice([1, 2]) if short_rate and rng.random() < short_rate else None)
         if problem.question not in heldout:

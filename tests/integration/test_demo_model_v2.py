@@ -72,13 +72,9 @@ def test_chat_template_renders_tools_calls_and_results(tiny):
         {"role": "tool", "name": "plus", "content": "3"},
     ]
     rendered = tokenizer.apply_chat_template(messages, tools=[TOOL], tokenize=False, add_generation_prompt=True)
-    # The schema's JSON with the description before the name (what the call copies follows what it matches).
-    function = TOOL["function"]
-    DESCRIBED_FIRST = {"type": "function", "function": {
-        "description": function["description"], "name": function["name"], "parameters": function["parameters"]}}
     assert rendered == (
         "<s><|system|>\nYou may call functions to help with the question. The functions are inside <tools></tools>:\n"
-        f"<tools>\n{json.dumps(DESCRIBED_FIRST)}\n</tools>\n\n"
+        f"<tools>\n{json.dumps(TOOL)}\n</tools>\n\n"
         "To call a function, write a JSON object with its name and arguments inside <tool_call></tool_call>:\n"
         '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>\n'
         "<|user|>\nQ?\n"

@@ -88,3 +88,16 @@ def test_first_turn_share_cuts_tool_conversations_at_their_first_turn():
     mixed = [tool_example(rng) for _ in range(200)]
     later = sum(example.messages[-1]["role"] == "tool" for example in mixed)
     assert 50 < later < 200  # uniform over the turns: most conversations have a call, so most cuts come later
+
+
+def test_a_copy_drill_repeats_the_users_words_exactly():
+    from mfs_core.demo.formats import COPY_INSTRUCTIONS, copy_example
+
+    rng = random.Random(6)
+    for _ in range(50):
+        example = copy_example(rng)
+        [message] = example.messages
+        instruction = next(i for i in COPY_INSTRUCTIONS if message["content"].startswith(i))
+        words = message["content"][len(instruction):]
+        assert len(words.split()) >= 4  # 4-12 drawn words; an object may be two ("toy cars")
+        assert example.target == [(words + END_MARKER, True)] and example.kind == "copy"
