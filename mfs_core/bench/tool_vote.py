@@ -14,7 +14,10 @@ Three ways of choosing the first action are compared on the same questions and s
 
 It prints accuracy with 95% Wilson intervals and mean output tokens per question::
 
-    python -m mfs_core.bench.tool_vote --questions 60 --step-beam-size 4 --num-rollouts 4
+    python -m mfs_core.bench.tool_vote --questions 60 --step-beam-size 4 --num-rollouts 4 [--tool-choice required]
+
+With ``--tool-choice required`` every path is a call (the prompt opens it), so the methods
+differ only in which call they take; with ``auto`` (the default) a path may answer in text.
 
 It needs a model whose chat template renders tools (the tool-calling demo model); on any
 other it exits with status 2 and says so.
@@ -118,13 +121,17 @@ def wilson_interval(correct: int, total: int) -> tuple[float, float]:
 METHODS = ("mfs-action-vote", "mfs-answer-vote", "single-sample")
 
 
-def run(engine: Any, questions: Sequence[ToolQuestion], settings: Any) -> dict[str, list[dict[str, Any]]]:
+def run(engine: Any, questions: Sequence[ToolQuestion], settings: Any,
+        tool_choice: str = "auto") -> dict[str, list[dict[str, Any]]]:
     """Decode every question by each method; per method, one record per question.
 
     Args:
         engine: an :class:`mfs_core.MFSEngine` over a model whose template renders tools.
         questions: the questions.
         settings: the :class:`mfs_core.MFSSettings` of the MFS searches.
+        tool_choice: ``"auto"`` (the model decides whether to call) or ``"required"`` (the
+            prompt ends with the opening of a call, :meth:`~mfs_core.tools.ToolRequest.forced_opening`,
+            so every path calls a tool and the methods differ in which call they pick).
 
     Returns:
         ``{method: [{"question", "expected", "calls", "correct", "output_tokens", "vote_share"}]}``.
@@ -134,7 +141,7 @@ def run(engine: Any, questions: Sequence[ToolQuestion], settings: Any) -> dict[s
     """
     from mfs_core.tools.call import plan_call
 
-    plan = plan_call(engine.backend, settings.tool_call_parser, tools=TOOLS)
+    plan = plan_call(engine.backend, settings.tool_call_parser, tools=TOOLS, tool_choice=tool_choice)
     prompts = [plan.render(engine, settings, [{"role": "user", "content": q.question}]) for q in questions]
     single = settings.model_copy(update={"step_beam_size": 1})
     runs = {
@@ -166,6 +173,7 @@ def main(
     step_beam_size: Annotated[int, typer.Option(min=1, help="M.")] = 4,
     num_rollouts: Annotated[int, typer.Option(min=1, help="N.")] = 4,
     max_steps: Annotated[int, typer.Option(min=1, help="Most foresight steps.")] = 6,
+    tool_choice: Annotated[str, typer.Option(help="'auto' (the model decides) or 'required' (every path calls).")] = "auto",
     out: Annotated[str | None, typer.Option(help="Write the per-question records as JSON here.")] = None,
 ) -> None:
     """Print action accuracy (95% Wilson intervals) of the vote over actions against a single sample."""
@@ -176,16 +184,20 @@ def main(
     from mfs_core.backends._hf import quiet_transformers
     from mfs_core.tools import ToolsNotSupportedError
 
+    if tool_choice not in ("auto", "required"):
+        Console(stderr=True).print(f"--tool-choice must be 'auto' or 'required', got {tool_choice!r}")
+        raise typer.Exit(2)
     quiet_transformers()
     settings = MFSSettings(model=model, device=device, seed=seed, step_beam_size=step_beam_size,
                            num_rollouts=num_rollouts, max_steps=max_steps)
     engine = MFSEngine.from_settings(settings)
     try:
-        records = run(engine, generate_questions(questions, seed), settings)
+        records = run(engine, generate_questions(questions, seed), settings, tool_choice=tool_choice)
     except ToolsNotSupportedError as exc:
         Console(stderr=True).print(f"[red]{exc}[/red]\nThis benchmark needs a model that calls tools (the tool-calling demo model).")
         raise typer.Exit(2) from exc
-    table = Table(title=f"First action on {questions} tool-use questions (M={step_beam_size}, N={num_rollouts}, seed={seed})")
+    table = Table(title=f"First action on {questions} tool-use questions (tool_choice={tool_choice}, "
+                        f"M={step_beam_size}, N={num_rollouts}, seed={seed})")
     for column in ("method", "accuracy", "95% interval", "correct", "mean output tokens"):
         table.add_column(column)
     for method, rows in records.items():

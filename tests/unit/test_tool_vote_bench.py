@@ -50,6 +50,36 @@ def test_the_vote_over_actions_fixes_what_the_best_path_and_a_single_sample_get_
     assert records["mfs-action-vote"][0]["expected"] == f"{questions[0].tool}({questions[0].a}, {questions[0].b})"
 
 
+OPENING = '<tool_call>\n{"name": "'
+
+
+def required_script(request: GenerationRequest) -> list[Continuation]:
+    """The prompt opens the call; one first step in three names the wrong tool, with the best
+    rollout log-prob (-0.1 vs -0.3); a single sample's first completion is the wrong one."""
+    assert request.prompt.endswith(OPENING) or OPENING in request.prompt  # every request continues the opened call
+    user = request.prompt.split("<|user|>\n")[-1].split("\n")[0]
+    a, b = (int(x) for x in re.findall(r"\d+", user)[:2])
+    tool = "add" if "buys" in user and "boxes" not in user else "multiply" if "boxes" in user else "subtract"
+    wrong = f'{"add" if tool == "subtract" else "subtract"}", "arguments": {{"a": {a}, "b": {b}}}}}'
+    right = f'{tool}", "arguments": {{"a": {a}, "b": {b}}}}}'
+    if request.stop == STEP_STOP and request.prompt.endswith(OPENING):
+        return [continuation(wrong, mean_logprob=-0.5)] + [continuation(right, mean_logprob=-0.5)] * (request.n - 1)
+    if request.prompt.endswith(wrong + "\n"):
+        return [continuation("</tool_call>", mean_logprob=-0.1, finish_reason="eos")] * request.n
+    if request.prompt.endswith(right + "\n"):
+        return [continuation("</tool_call>", mean_logprob=-0.3, finish_reason="eos")] * request.n
+    texts = [wrong + "\n</tool_call>"] + [right + "\n</tool_call>"] * (request.n - 1)
+    return [continuation(t, mean_logprob=-0.2, finish_reason="eos") for t in texts]
+
+
+def test_with_a_required_call_every_path_calls_and_the_vote_picks_the_common_call() -> None:
+    settings = MFSSettings(step_beam_size=3, num_rollouts=1, max_steps=1, min_steps=0)
+    engine = MFSEngine(ScriptedBackend(required_script, chat_template=hermes_template), settings)
+    records = run(engine, generate_questions(6, seed=1), settings, tool_choice="required")
+    assert [sum(r["correct"] for r in records[m]) for m in ("mfs-action-vote", "mfs-answer-vote", "single-sample")] == [6, 0, 0]
+    assert all(len(r["calls"]) == 1 for rows in records.values() for r in rows)  # the opening is put back: every path parses
+
+
 def test_the_benchmark_needs_a_template_that_renders_tools() -> None:
     settings = MFSSettings(step_beam_size=3, num_rollouts=1, max_steps=1, min_steps=0)
     with pytest.raises(ToolsNotSupportedError):
