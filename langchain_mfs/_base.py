@@ -143,6 +143,9 @@ class MFSParams(BaseModel):
     """Text that closes an answer (default ``"<end_of_reasoning>"``; the model's EOS also does)."""
     tool_call_parser: Literal["auto", "hermes", "llama3_json", "mistral"] = _DEFAULTS["tool_call_parser"]
     """How tool calls are read from the chosen completion (default ``"auto"``: by the chat template)."""
+    constrain_tool_names: bool = _DEFAULTS["constrain_tool_names"]
+    """Keep the names of the calls the model writes to the bound tools (default True; the
+    transformers backend honours it)."""
     max_step_tokens: int = _DEFAULTS["max_step_tokens"]
     """Most tokens of one reasoning step (default 64)."""
     max_answer_tokens: int = _DEFAULTS["max_answer_tokens"]

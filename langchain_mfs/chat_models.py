@@ -226,7 +226,7 @@ class ChatMFS(MFSParams, BaseChatModel):
         """The call's plan (:func:`mfs_core.tools.call.plan_call`) on ``engine``'s model."""
         return plan_call(
             engine.backend, settings.tool_call_parser, tools=call.tools, tool_choice=call.tool_choice,
-            response_format=call.response_format,
+            response_format=call.response_format, constrain_tool_names=settings.constrain_tool_names,
         )
 
     def _run(self, messages: Sequence[BaseMessage], kwargs: dict[str, Any]) -> tuple[Any, Any, dict[str, CallPlan]]:

@@ -198,6 +198,7 @@ class MFSLLM(FunctionCallingLLM):
     step_delimiter: Optional[str] = _setting("step_delimiter")
     end_marker: Optional[str] = _setting("end_marker")
     tool_call_parser: Optional[Literal["auto", "hermes", "llama3_json", "mistral"]] = _setting("tool_call_parser")
+    constrain_tool_names: Optional[bool] = _setting("constrain_tool_names")
     max_step_tokens: Optional[int] = _setting("max_step_tokens")
     max_answer_tokens: Optional[int] = _setting("max_answer_tokens")
     step_beam_size: Optional[int] = _setting("step_beam_size")
@@ -314,7 +315,7 @@ class MFSLLM(FunctionCallingLLM):
             response_format = ResponseFormat(response_format["type"], response_format.get("schema"))
         plan = plan_call(
             engine.backend, settings.tool_call_parser, tools=kwargs.get("tools"), tool_choice=kwargs.get("tool_choice"),
-            response_format=response_format,
+            response_format=response_format, constrain_tool_names=settings.constrain_tool_names,
         )
         rendered = render(engine, settings, plan)
         logger.debug("decoding with %s: M=%d N=%d seed=%d", self.method, settings.step_beam_size,

@@ -35,7 +35,7 @@ from mfs_core.events import EventCallback, StepEvent, StopEvent, committed_prefi
 from mfs_core.prompts import render_messages, render_question, validate_question
 from mfs_core.settings import MFSSettings
 from mfs_core.streaming import DecodeStream
-from mfs_core.types import Continuation, DecodeResult, GenerationRequest, StepTrace
+from mfs_core.types import Continuation, DecodeResult, GenerationRequest, StepTrace, TriggeredChoice
 
 __all__ = ["DecodeFuture", "EngineStats", "MFSEngine", "check_outputs"]
 
@@ -133,6 +133,19 @@ class _Job:
     started: float = field(default_factory=time.perf_counter)
     pending: list[GenerationRequest] | None = None
     listener: _Listener | None = None
+
+
+def _with_choice(decoder: Decoder, choice: TriggeredChoice) -> Decoder:
+    """``decoder`` with ``choice`` set on every generation request it makes (results pass through)."""
+    try:
+        requests = next(decoder)
+        while True:
+            outputs = yield [replace(request, triggered_choice=choice) for request in requests]
+            requests = decoder.send(outputs)
+    except StopIteration as stop:
+        return stop.value
+    finally:
+        decoder.close()
 
 
 def check_outputs(requests: Sequence[GenerationRequest], outputs: object) -> list[list[Continuation]]:
@@ -433,6 +446,7 @@ class MFSEngine:
         method: str = "mfs",
         on_event: EventCallback | None = None,
         answer_key: AnswerExtractor | None = None,
+        triggered_choice: TriggeredChoice | None = None,
     ) -> list[DecodeFuture]:
         """Start decoding already-rendered model ``prompts``; one future per prompt.
 
@@ -448,6 +462,10 @@ class MFSEngine:
                 batching: the same backend calls, the same results.
             answer_key: what the final vote groups completed paths by (default: the
                 extracted answer); :class:`mfs_core.tools.ActionVote` votes over actions.
+            triggered_choice: a constraint added to every generation request of these
+                decodes (:class:`~mfs_core.types.TriggeredChoice`); default: the
+                ``answer_key``'s ``triggered_choice`` attribute when it has one (an
+                :class:`~mfs_core.tools.ActionVote` keeping tool names to the tools given).
 
             Each decode's ``backend.generate`` calls are bounded by
             ``settings.generate_timeout`` (seconds; None: no limit).
@@ -475,9 +493,12 @@ class MFSEngine:
         listeners = None
         if on_event is not None:
             listeners = [_Listener(i, on_event, settings.step_delimiter) for i in range(len(prompts))]
-        return self._scheduler.submit(
-            [factory(prompt, settings) for prompt in prompts], listeners, timeout=settings.generate_timeout
-        )
+        if triggered_choice is None:
+            triggered_choice = getattr(answer_key, "triggered_choice", None)
+        decoders = [factory(prompt, settings) for prompt in prompts]
+        if triggered_choice is not None:
+            decoders = [_with_choice(decoder, triggered_choice) for decoder in decoders]
+        return self._scheduler.submit(decoders, listeners, timeout=settings.generate_timeout)
 
     def stream_prompts(
         self,
@@ -486,6 +507,7 @@ class MFSEngine:
         settings: MFSSettings | None = None,
         method: str = "mfs",
         answer_key: AnswerExtractor | None = None,
+        triggered_choice: TriggeredChoice | None = None,
     ) -> DecodeStream:
         """Start decoding ``prompts`` and return their events as they happen.
 
@@ -505,7 +527,8 @@ class MFSEngine:
         """
         stream = DecodeStream()
         stream.attach(
-            self.submit_prompts(prompts, settings=settings, method=method, on_event=stream.put, answer_key=answer_key)
+            self.submit_prompts(prompts, settings=settings, method=method, on_event=stream.put, answer_key=answer_key,
+                                triggered_choice=triggered_choice)
         )
         return stream
 
@@ -518,6 +541,7 @@ class MFSEngine:
         on_event: EventCallback | None = None,
         timeout: float | None = None,
         answer_key: AnswerExtractor | None = None,
+        triggered_choice: TriggeredChoice | None = None,
     ) -> list[DecodeResult]:
         """Decode already-rendered model ``prompts`` together; blocks until all are done.
 
@@ -531,13 +555,15 @@ class MFSEngine:
                 the decodes are abandoned (dropped at the next round boundary, so they stop
                 costing model calls) and ``TimeoutError`` is raised.
             answer_key: what the vote groups paths by (see :meth:`submit_prompts`).
+            triggered_choice: a constraint on every request (see :meth:`submit_prompts`).
 
         Raises:
             TimeoutError: ``timeout`` passed first.
             The first exception among the decodes (the others still complete).
         """
         if on_event is None:
-            futures = self.submit_prompts(prompts, settings=settings, method=method, answer_key=answer_key)
+            futures = self.submit_prompts(prompts, settings=settings, method=method, answer_key=answer_key,
+                                          triggered_choice=triggered_choice)
             deadline = None if timeout is None else time.monotonic() + timeout
             try:
                 return [
@@ -549,7 +575,8 @@ class MFSEngine:
                     future.abandon(f"the caller's timeout of {timeout} s passed")
                 msg = f"{len(prompts)} decode(s) did not finish within timeout={timeout} s"
                 raise TimeoutError(msg) from None
-        stream = self.stream_prompts(prompts, settings=settings, method=method, answer_key=answer_key)
+        stream = self.stream_prompts(prompts, settings=settings, method=method, answer_key=answer_key,
+                                     triggered_choice=triggered_choice)
         events = stream.events(timeout)
         while True:
             try:

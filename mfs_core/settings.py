@@ -212,6 +212,11 @@ class MFSSettings(BaseSettings):
         "'llama3_json' (Llama 3.1 {\"name\", \"parameters\"} objects), 'mistral' ([TOOL_CALLS][...]); 'auto' picks by "
         "what the chat template renders with tools, trying each in turn when it names no format.",
     )
+    constrain_tool_names: bool = Field(
+        default=True,
+        description="Keep the names of the tool calls the model writes to the tools it was given (a lazy "
+        "constraint on the 'hermes' format, honoured by the transformers backend).",
+    )
     max_step_tokens: int = Field(default=64, ge=1, le=65536, description="Most tokens of one step (tokens).")
     max_answer_tokens: int = Field(
         default=256, ge=1, le=65536, description="Most tokens of a foresight rollout or a completion (tokens)."

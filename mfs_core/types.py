@@ -19,9 +19,41 @@ __all__ = [
     "FinishReason",
     "GenerationRequest",
     "StepTrace",
+    "TriggeredChoice",
 ]
 
 FinishReason = Literal["stop", "length", "eos"]
+
+
+@dataclass(frozen=True)
+class TriggeredChoice:
+    """A lazy constraint: wherever the text ends with ``trigger``, it continues with one of ``choices``.
+
+    The text is the prompt followed by what has been generated; after a whole choice the
+    sampling is free again, until the trigger occurs again. This is how tool calls are
+    kept to the declared tools (``trigger='<tool_call>\\n{"name": "'``, ``choices`` the
+    tool names each closed by ``"``), as llama.cpp's lazy tool-call grammars and vLLM's
+    structural tags with triggers do.
+
+    Attributes:
+        trigger: the text that starts the constrained span (non-empty).
+        choices: the texts allowed right after it (non-empty strings, at least one).
+
+    Raises:
+        ValueError: an empty trigger, no choices, or an empty choice.
+    """
+
+    trigger: str
+    choices: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "choices", tuple(self.choices))
+        if not self.trigger:
+            msg = "trigger must be a non-empty string, got ''"
+            raise ValueError(msg)
+        if not self.choices or not all(self.choices):
+            msg = f"choices must be non-empty strings, at least one, got {self.choices!r}"
+            raise ValueError(msg)
 
 
 @dataclass(frozen=True)
@@ -39,6 +71,9 @@ class GenerationRequest:
         greedy: take the most likely token at every step (argmax of the logits, ties to
             the lowest token id) instead of sampling; ``temperature``, ``top_p`` and
             ``seed`` are then unused (mirrors vLLM's ``temperature=0``).
+        triggered_choice: a :class:`TriggeredChoice` the continuation keeps to, or None.
+            Honoured by the transformers backend (token by token, with the raw log-probs
+            reported unchanged); the vLLM and HTTP backends ignore it.
     """
 
     prompt: str
@@ -49,6 +84,7 @@ class GenerationRequest:
     top_p: float = 1.0
     seed: int | None = None
     greedy: bool = False
+    triggered_choice: TriggeredChoice | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.prompt, str):

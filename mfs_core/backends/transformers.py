@@ -30,6 +30,13 @@ actually prefilled.
 window of a row's newest tokens (the incremental detokenisation of vLLM and TGI) and
 searches the new text plus the last ``max(len(stop)) - 1`` characters before it, so a stop
 string that straddles tokens is found and the cost per token does not grow with the text.
+
+**Triggered choices** (``GenerationRequest.triggered_choice``): once a row's text (prompt
+included) ends with the trigger, only tokens whose text keeps it on the way to one of the
+choices can be drawn (the others' logits are set to -inf before temperature, top-p or the
+argmax) until a choice is complete; the reported log-probs stay the raw ones. Token texts
+are each token decoded alone, so a trigger is found at the token that completes it (the
+characters of that token after the trigger count towards the choice).
 """
 
 from __future__ import annotations
@@ -43,7 +50,7 @@ from typing import Any
 
 from mfs_core.backends.base import ContextWindowError
 from mfs_core.settings import DEMO_MODEL, MFSSettings
-from mfs_core.types import Continuation, GenerationRequest
+from mfs_core.types import Continuation, GenerationRequest, TriggeredChoice
 
 __all__ = ["PrefillStats", "TransformersBackend", "demo_model_path", "resolve_model_path"]
 
@@ -109,6 +116,11 @@ class _Row:
     prefix_offset: int = 0
     read_offset: int = 0
     tail: str = ""
+    # triggered choice (GenerationRequest.triggered_choice): `choice_tail` holds the last
+    # len(trigger) - 1 characters of prompt + text; `choice_matched` the characters written
+    # since the trigger while a choice is being written (None: free sampling).
+    choice_tail: str = ""
+    choice_matched: str | None = None
 
 
 @dataclass
@@ -159,6 +171,8 @@ class TransformersBackend:
             tokenizer.pad_token = tokenizer.eos_token
         eos = model.generation_config.eos_token_id if model.generation_config is not None else None
         eos = eos if eos is not None else tokenizer.eos_token_id
+        self._token_text_cache: list[str] | None = None
+        self._allowed_cache: dict[tuple[tuple[str, ...], str], Any] = {}
         self._eos_ids = set(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
 
     @classmethod
@@ -256,8 +270,13 @@ class TransformersBackend:
         row_prompts: list[list[int]] = []
         for r, (request, ids) in enumerate(zip(requests, prompt_ids)):
             for _ in range(request.n):
-                rows.append(_Row(request=r, prompt_tokens=len(ids), max_tokens=min(request.max_tokens, window - len(ids)),
-                                 stop=request.stop, tokens=[]))
+                row = _Row(request=r, prompt_tokens=len(ids), max_tokens=min(request.max_tokens, window - len(ids)),
+                           stop=request.stop, tokens=[])
+                if request.triggered_choice is not None:
+                    trigger = request.triggered_choice.trigger
+                    row.choice_tail = request.prompt[len(request.prompt) - len(trigger) + 1:] if len(trigger) > 1 else ""
+                    row.choice_matched = "" if request.prompt.endswith(trigger) else None
+                rows.append(row)
                 row_prompts.append(ids)
         stats = self.prefill_stats
         stats.calls += 1
@@ -302,7 +321,8 @@ class TransformersBackend:
         active = list(range(len(rows)))  # row index of each batch position
         while True:
             raw = torch.log_softmax(logits, dim=-1)
-            probs = torch.softmax(logits / temperature, dim=-1)
+            sampled = self._mask_choices(logits, [rows[i] for i in active], requests)
+            probs = torch.softmax(sampled / temperature, dim=-1)
             if bool((top_p < 1).any()):
                 probs = _top_p_filter(probs, top_p)
             tokens = torch.empty(len(active), dtype=torch.long, device=device)
@@ -314,7 +334,7 @@ class TransformersBackend:
             for request_index, positions_of_request in by_request.items():
                 index = torch.tensor(positions_of_request, device=device)
                 if requests[request_index].greedy:
-                    tokens[index] = logits[index].argmax(dim=-1)  # first index among ties
+                    tokens[index] = sampled[index].argmax(dim=-1)  # first index among ties
                 else:
                     tokens[index] = torch.multinomial(probs[index], 1, generator=generators[request_index]).squeeze(1)
             chosen = raw.gather(1, tokens.unsqueeze(1)).squeeze(1).tolist()
@@ -325,6 +345,9 @@ class TransformersBackend:
                     continue
                 row.tokens.append(token_list[pos])
                 row.logprob_sum += chosen[pos]
+                choice = requests[row.request].triggered_choice
+                if choice is not None:
+                    self._advance_choice(row, choice, token_list[pos])
                 if token_list[pos] in self._eos_ids:
                     row.finish_reason = "eos"
                 elif len(row.tokens) >= row.max_tokens:
@@ -351,6 +374,68 @@ class TransformersBackend:
         for row in rows:
             if row.finish_reason != "stop":
                 row.text = self._decode(row.tokens)
+
+    # --- triggered choices ---------------------------------------------------------------
+    def _token_texts(self) -> list[str]:
+        """The text of every token id alone ('' for special tokens), decoded once."""
+        if self._token_text_cache is None:
+            self._token_text_cache = self.tokenizer.batch_decode(
+                [[i] for i in range(len(self.tokenizer))], skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        return self._token_text_cache
+
+    def _allowed_ids(self, choices: tuple[str, ...], matched: str) -> Any:
+        """Token ids whose text keeps ``matched`` on the way to one of ``choices`` (or completes
+        one, with free text after it); cached per state."""
+        import torch
+
+        key = (choices, matched)
+        allowed = self._allowed_cache.get(key)
+        if allowed is None:
+            ids = []
+            for token_id, text in enumerate(self._token_texts()):
+                if text:
+                    candidate = matched + text
+                    if any(c.startswith(candidate) or candidate.startswith(c) for c in choices):
+                        ids.append(token_id)
+            allowed = torch.tensor(ids, dtype=torch.long, device=self.model.device)
+            if len(self._allowed_cache) > 4096:
+                self._allowed_cache.clear()
+            self._allowed_cache[key] = allowed
+        return allowed
+
+    def _mask_choices(self, logits: Any, rows: list[_Row], requests: Sequence[GenerationRequest]) -> Any:
+        """``logits`` with every token outside the allowed ones set to -inf, for the rows that
+        are writing a choice (the same tensor when none is)."""
+        writing = [pos for pos, row in enumerate(rows) if row.choice_matched is not None and row.finish_reason is None]
+        if not writing:
+            return logits
+        masked = logits.clone()
+        for pos in writing:
+            row = rows[pos]
+            allowed = self._allowed_ids(requests[row.request].triggered_choice.choices, row.choice_matched)
+            if len(allowed) == 0:  # no token leads to a choice: leave the row free
+                continue
+            keep = masked[pos, allowed]
+            masked[pos] = float("-inf")
+            masked[pos, allowed] = keep
+        return masked
+
+    def _advance_choice(self, row: _Row, choice: TriggeredChoice, token_id: int) -> None:
+        """Update the row's choice state after it wrote ``token_id``."""
+        text = self._token_texts()[token_id]
+        trigger = choice.trigger
+        combined = row.choice_tail + text
+        if row.choice_matched is not None:
+            written = row.choice_matched + text
+        else:
+            at = combined.rfind(trigger)
+            written = combined[at + len(trigger):] if at != -1 and at + len(trigger) > len(row.choice_tail) else None
+        if written is not None and not any(written.startswith(c) for c in choice.choices) and any(
+                c.startswith(written) for c in choice.choices):
+            row.choice_matched = written  # still on the way to a choice
+        else:
+            row.choice_matched = None  # free: a choice is complete (or none was started)
+        row.choice_tail = combined[len(combined) - len(trigger) + 1:] if len(trigger) > 1 else ""
 
     def _prefill_rows(self, prompts: list[list[int]]) -> tuple[Any, Any, Any, Any]:
         """Prefill every row's whole prompt in one left-padded batch (no sharing).

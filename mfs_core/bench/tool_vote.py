@@ -141,12 +141,13 @@ def run(engine: Any, questions: Sequence[ToolQuestion], settings: Any,
     """
     from mfs_core.tools.call import plan_call
 
-    plan = plan_call(engine.backend, settings.tool_call_parser, tools=TOOLS, tool_choice=tool_choice)
+    plan = plan_call(engine.backend, settings.tool_call_parser, tools=TOOLS, tool_choice=tool_choice,
+                     constrain_tool_names=settings.constrain_tool_names)
     prompts = [plan.render(engine, settings, [{"role": "user", "content": q.question}]) for q in questions]
     single = settings.model_copy(update={"step_beam_size": 1})
     runs = {
         "mfs-action-vote": engine.decode_prompts(prompts, settings=settings, answer_key=plan.vote),
-        "mfs-answer-vote": engine.decode_prompts(prompts, settings=settings),
+        "mfs-answer-vote": engine.decode_prompts(prompts, settings=settings, triggered_choice=plan.vote.triggered_choice),
         "single-sample": engine.decode_prompts(prompts, settings=single, method="sc", answer_key=plan.vote),
     }
     records: dict[str, list[dict[str, Any]]] = {}

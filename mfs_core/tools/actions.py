@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from mfs_core.answers import extract_answer
 from mfs_core.tools.parsers import InvalidToolCall, ParsedOutput, parse_tool_calls
+from mfs_core.types import TriggeredChoice
 
 __all__ = ["ActionVote", "ToolChoice", "ToolRequest", "canonical_json", "extract_json", "normalise_tool_choice"]
 
@@ -151,6 +152,23 @@ class ToolRequest:
         name = self.choice.name if self.choice.mode == "named" else self.names[0]  # one tool: the only call allowed
         return f'<tool_call>\n{{"name": {json.dumps(name)}, "arguments": {{'
 
+    def name_choice(self, parser: str) -> TriggeredChoice | None:
+        """The constraint that keeps a call's name to the tools the prompt shows, or None.
+
+        For the ``hermes`` format: wherever the text reaches ``<tool_call>\n{"name": "``, the
+        name written is one of :meth:`prompt_tools`' names, closed by ``"`` (llama.cpp's lazy
+        tool-call grammar, vLLM's structural tag with a trigger). None for other formats,
+        for ``"none"`` and for no tools. The backends that honour it: see
+        :class:`~mfs_core.types.GenerationRequest`.
+
+        Args:
+            parser: the resolved parser name.
+        """
+        shown = self.prompt_tools()
+        if parser != "hermes" or not shown:
+            return None
+        return TriggeredChoice('<tool_call>\n{"name": "', tuple(f'{tool["function"]["name"]}"' for tool in shown))
+
     def prompt_tools(self) -> list[dict[str, Any]] | None:
         """The tools rendered into the prompt: none for ``"none"``, only the forced one for
         ``"named"``, else all."""
@@ -183,14 +201,18 @@ class ActionVote:
         opening: text the prompt ends with and every completion continues
             (:meth:`ToolRequest.forced_opening`); it is put back in front of a completion
             before it is parsed or voted on.
+        triggered_choice: a constraint every generation request of the decode carries
+            (:meth:`ToolRequest.name_choice`), or None; the engine adds it to the requests
+            (:meth:`mfs_core.engine.MFSEngine.submit_prompts`).
     """
 
     def __init__(self, parser: str = "auto", request: ToolRequest | None = None, *, json_answers: bool = False,
-                 opening: str = "") -> None:
+                 opening: str = "", triggered_choice: TriggeredChoice | None = None) -> None:
         self.parser = parser
         self.request = request
         self.json_answers = json_answers
         self.opening = opening
+        self.triggered_choice = triggered_choice
 
     @property
     def _parses_calls(self) -> bool:

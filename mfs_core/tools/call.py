@@ -83,6 +83,7 @@ def plan_call(
     tools: Sequence[dict[str, Any]] | None = None,
     tool_choice: Any = None,
     response_format: ResponseFormat | None = None,
+    constrain_tool_names: bool = True,
 ) -> CallPlan:
     """Check a call's tools, choice and format against the model; the :class:`CallPlan`.
 
@@ -93,6 +94,9 @@ def plan_call(
         tools: OpenAI-format function tools (:func:`~mfs_core.tools.rendering.check_tools`).
         tool_choice: see :func:`~mfs_core.tools.actions.normalise_tool_choice`.
         response_format: structured output through the prompt.
+        constrain_tool_names: keep the names of the calls the model writes to the tools
+            shown (:meth:`~mfs_core.tools.actions.ToolRequest.name_choice`; the
+            ``constrain_tool_names`` setting).
 
     Raises:
         ToolsNotSupportedError: tools to render but the template does not render tools.
@@ -109,5 +113,7 @@ def plan_call(
         raise ValueError(msg)
     parser = resolve_parser(tool_call_parser, backend) if request is not None else tool_call_parser
     opening = request.forced_opening(parser) if request is not None else ""
-    vote = ActionVote(parser, request, json_answers=response_format is not None, opening=opening)
+    name_choice = request.name_choice(parser) if request is not None and constrain_tool_names else None
+    vote = ActionVote(parser, request, json_answers=response_format is not None, opening=opening,
+                      triggered_choice=name_choice)
     return CallPlan(request=request, vote=vote, response_format=response_format)

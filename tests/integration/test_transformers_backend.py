@@ -101,3 +101,47 @@ def test_prompt_over_the_context_window_is_rejected(demo_backend):
     prompt = "apples " * (demo_backend.context_window + 10)
     with pytest.raises(ContextWindowError, match=r"does not fit the context window of \d+ tokens"):
         demo_backend.generate([GenerationRequest(prompt=prompt, n=1, max_tokens=4)])
+
+
+# --- triggered choices (GenerationRequest.triggered_choice) -------------------------------
+TOOL_CALL_NAME = '<tool_call>\n{"name": "'
+
+
+@pytest.fixture(scope="module")
+def tool_prompt(demo_engine):
+    tools = [{"type": "function", "function": {"name": name, "description": description, "parameters": {
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"], "type": "object"}}}
+        for name, description in (("add", "Add two integers and return the sum."),
+                                  ("multiply", "Multiply two integers and return the product."))]
+    question = "Tom has 12 apples. He buys 30 more apples. How many apples does Tom have now?"
+    return demo_engine.render_messages([{"role": "user", "content": question}], tools=tools)
+
+
+def _called_names(text: str) -> list[str]:
+    return [part.split('"')[0] for part in text.split(TOOL_CALL_NAME)[1:]]
+
+
+def test_a_triggered_choice_keeps_call_names_to_the_choices(demo_backend, tool_prompt):
+    from mfs_core.types import TriggeredChoice
+
+    choice = TriggeredChoice(TOOL_CALL_NAME, ('add"', 'multiply"'))
+    free, kept = demo_backend.generate([
+        GenerationRequest(tool_prompt, n=8, max_tokens=40, temperature=0.7, seed=1),
+        GenerationRequest(tool_prompt, n=8, max_tokens=40, temperature=0.7, seed=1, triggered_choice=choice),
+    ])
+    free_names = [n for c in free for n in _called_names(c.text)]
+    kept_names = [n for c in kept for n in _called_names(c.text)]
+    assert set(free_names) - {"add", "multiply"}  # left free, the model names tools it was trained on
+    assert kept_names and set(kept_names) <= {"add", "multiply"}
+    for cont in kept:  # the reported log-probs stay the raw ones
+        assert cont.logprob_sum == pytest.approx(_forward_logprob_sum(demo_backend, tool_prompt, cont.token_ids), abs=1e-4)
+
+
+def test_a_prompt_that_ends_with_the_trigger_starts_on_a_choice(demo_backend, prompts):
+    from mfs_core.types import TriggeredChoice
+
+    choice = TriggeredChoice("The reasoning steps are:\n\n", ("4 + 3 = 7", "3 + 4 = 7"))
+    request = GenerationRequest(prompts[0], n=6, max_tokens=12, temperature=1.0, seed=2, triggered_choice=choice)
+    greedy = GenerationRequest(prompts[0], n=1, max_tokens=12, greedy=True, triggered_choice=choice)
+    sampled, [best] = demo_backend.generate([request, greedy])
+    assert all(c.text.startswith(("4 + 3 = 7", "3 + 4 = 7")) for c in [*sampled, best])

@@ -148,3 +148,50 @@ def test_a_forced_opening_is_put_back_before_parsing_and_voting() -> None:
     assert vote('add", "arguments": {"a": 1, "b": 2}}\n</tool_call>') == 'call [{"arguments":{"a":1,"b":2},"name":"add"}]'
     assert vote("add") is None  # an unfinished call does not vote
     assert vote.parse('mul", "arguments": {"a": 2, "b": 5}}\n</tool_call>').tool_calls[0].arguments == {"a": 2, "b": 5}
+
+
+# --- keeping tool names to the tools given ------------------------------------------------
+def test_name_choice_lists_the_shown_tools_for_the_hermes_format_only() -> None:
+    from mfs_core.types import TriggeredChoice
+
+    trigger = '<tool_call>\n{"name": "'
+    assert TOOLS.name_choice("hermes") == TriggeredChoice(trigger, ('add"', 'mul"'))
+    assert ToolRequest((ADD, MUL), ToolChoice("named", "mul")).name_choice("hermes") == TriggeredChoice(trigger, ('mul"',))
+    assert ToolRequest((ADD, MUL), ToolChoice("none")).name_choice("hermes") is None
+    assert TOOLS.name_choice("mistral") is None and TOOLS.name_choice("llama3_json") is None
+
+
+def test_a_triggered_choice_refuses_an_empty_trigger_or_choice() -> None:
+    from mfs_core.types import TriggeredChoice
+
+    with pytest.raises(ValueError, match="trigger must be a non-empty string"):
+        TriggeredChoice("", ("a",))
+    with pytest.raises(ValueError, match=r"choices must be non-empty strings, at least one, got \('a', ''\)"):
+        TriggeredChoice("t", ("a", ""))
+    assert TriggeredChoice("t", ["a"]).choices == ("a",)
+
+
+def test_the_engine_puts_the_action_keys_choice_on_every_request_of_the_decode() -> None:
+    backend = ScriptedBackend(three_paths)
+    engine = MFSEngine(backend, SETTINGS)
+    vote = ActionVote("hermes", TOOLS, triggered_choice=TOOLS.name_choice("hermes"))
+    [constrained] = engine.decode_prompts(["Q\n\n"], answer_key=vote)
+    assert backend.requests and all(r.triggered_choice == TOOLS.name_choice("hermes") for r in backend.requests)
+    seen = len(backend.requests)
+    [plain] = engine.decode_prompts(["Q\n\n"], answer_key=ActionVote("hermes", TOOLS))
+    assert all(r.triggered_choice is None for r in backend.requests[seen:])
+    assert constrained.answer == plain.answer  # the scripted backend ignores the constraint: same decode
+    explicit = TOOLS.name_choice("hermes")
+    engine.decode_prompts(["Q\n\n"], triggered_choice=explicit)  # no action key: given directly
+    assert backend.requests[-1].triggered_choice == explicit
+
+
+def test_plan_call_constrains_names_unless_switched_off() -> None:
+    from mfs_core.tools.call import plan_call
+    from tests.scripted import hermes_template
+
+    backend = ScriptedBackend(three_paths, chat_template=hermes_template)
+    tools = [ADD, MUL]
+    assert plan_call(backend, "hermes", tools=tools).vote.triggered_choice == TOOLS.name_choice("hermes")
+    assert plan_call(backend, "hermes", tools=tools, constrain_tool_names=False).vote.triggered_choice is None
+    assert plan_call(backend, "hermes").vote.triggered_choice is None  # no tools
