@@ -14,7 +14,8 @@ Three ways of choosing the first action are compared on the same questions and s
 
 It prints accuracy with 95% Wilson intervals and mean output tokens per question::
 
-    python -m mfs_core.bench.tool_vote --questions 60 --step-beam-size 4 --num-rollouts 4 [--tool-choice required]
+    python -m mfs_core.bench.tool_vote --questions 60 --step-beam-size 4 --num-rollouts 4 \
+        [--tool-choice required] [--no-constrain-tool-names]
 
 With ``--tool-choice required`` every path is a call (the prompt opens it), so the methods
 differ only in which call they take; with ``auto`` (the default) a path may answer in text.
@@ -175,6 +176,8 @@ def main(
     num_rollouts: Annotated[int, typer.Option(min=1, help="N.")] = 4,
     max_steps: Annotated[int, typer.Option(min=1, help="Most foresight steps.")] = 6,
     tool_choice: Annotated[str, typer.Option(help="'auto' (the model decides) or 'required' (every path calls).")] = "auto",
+    constrain_tool_names: Annotated[bool, typer.Option(
+        help="Keep the names of the calls to the bound tools (the constrain_tool_names setting).")] = True,
     out: Annotated[str | None, typer.Option(help="Write the per-question records as JSON here.")] = None,
 ) -> None:
     """Print action accuracy (95% Wilson intervals) of the vote over actions against a single sample."""
@@ -190,7 +193,7 @@ def main(
         raise typer.Exit(2)
     quiet_transformers()
     settings = MFSSettings(model=model, device=device, seed=seed, step_beam_size=step_beam_size,
-                           num_rollouts=num_rollouts, max_steps=max_steps)
+                           num_rollouts=num_rollouts, max_steps=max_steps, constrain_tool_names=constrain_tool_names)
     engine = MFSEngine.from_settings(settings)
     try:
         records = run(engine, generate_questions(questions, seed), settings, tool_choice=tool_choice)
@@ -198,6 +201,7 @@ def main(
         Console(stderr=True).print(f"[red]{exc}[/red]\nThis benchmark needs a model that calls tools (the tool-calling demo model).")
         raise typer.Exit(2) from exc
     table = Table(title=f"First action on {questions} tool-use questions (tool_choice={tool_choice}, "
+                        f"names {'kept to the tools' if constrain_tool_names else 'free'}, "
                         f"M={step_beam_size}, N={num_rollouts}, seed={seed})")
     for column in ("method", "accuracy", "95% interval", "correct", "mean output tokens"):
         table.add_column(column)
