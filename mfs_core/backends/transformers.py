@@ -274,7 +274,7 @@ class TransformersBackend:
                            stop=request.stop, tokens=[])
                 if request.triggered_choice is not None:
                     trigger = request.triggered_choice.trigger
-                    row.choice_tail = request.prompt[len(request.prompt) - len(trigger) + 1:] if len(trigger) > 1 else ""
+                    row.choice_tail = request.prompt[-(len(trigger) - 1):] if len(trigger) > 1 else ""
                     row.choice_matched = "" if request.prompt.endswith(trigger) else None
                 rows.append(row)
                 row_prompts.append(ids)
@@ -435,7 +435,7 @@ class TransformersBackend:
             row.choice_matched = written  # still on the way to a choice
         else:
             row.choice_matched = None  # free: a choice is complete (or none was started)
-        row.choice_tail = combined[len(combined) - len(trigger) + 1:] if len(trigger) > 1 else ""
+        row.choice_tail = combined[-(len(trigger) - 1):] if len(trigger) > 1 else ""
 
     def _prefill_rows(self, prompts: list[list[int]]) -> tuple[Any, Any, Any, Any]:
         """Prefill every row's whole prompt in one left-padded batch (no sharing).
