@@ -11,7 +11,22 @@ from typing import Any, Protocol, runtime_checkable
 
 from mfs_core.types import Continuation, GenerationRequest
 
-__all__ = ["Backend", "BackendOutputError", "ContextWindowError", "GenerateTimeoutError"]
+__all__ = ["Backend", "BackendOutputError", "ContextWindowError", "GenerateTimeoutError", "warn_unhonoured_choices"]
+
+
+def warn_unhonoured_choices(backend: Any, requests: Sequence[GenerationRequest], logger: Any) -> None:
+    """Log once per ``backend`` that it samples ``triggered_choice`` requests unconstrained.
+
+    For the backends that do not honour :class:`~mfs_core.types.TriggeredChoice` (vLLM,
+    HTTP): the tool names the model writes are then only checked after parsing (a call to
+    a tool not bound becomes an invalid call).
+    """
+    if getattr(backend, "_warned_unhonoured_choice", False) or not any(r.triggered_choice for r in requests):
+        return
+    backend._warned_unhonoured_choice = True
+    logger.warning(
+        "%s samples without the tool-name constraint (constrain_tool_names): only the transformers "
+        "backend honours it; calls to tools that are not bound become invalid calls", type(backend).__name__)
 
 
 class ContextWindowError(ValueError):

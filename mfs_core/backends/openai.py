@@ -62,7 +62,7 @@ from urllib.parse import urlsplit
 from pydantic import SecretStr
 
 from mfs_core.backends import _hf
-from mfs_core.backends.base import ContextWindowError
+from mfs_core.backends.base import ContextWindowError, warn_unhonoured_choices
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, FinishReason, GenerationRequest
 
@@ -403,6 +403,7 @@ class OpenAIBackend:
             OpenAIBackendError: a request still failed after ``max_retries`` retries, or a
                 non-retryable answer (the first failing request's error, in request order).
         """
+        warn_unhonoured_choices(self, requests, logger)
         if not requests:
             return []
         jobs = self._prepare(requests)

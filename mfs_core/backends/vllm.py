@@ -57,7 +57,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mfs_core.backends import _hf
-from mfs_core.backends.base import ContextWindowError
+from mfs_core.backends.base import ContextWindowError, warn_unhonoured_choices
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest
 
@@ -222,6 +222,7 @@ class VLLMBackend:
             VLLMOutputError: vLLM returned no ``cumulative_logprob``, an unfinished or aborted
                 output, or a different number of outputs than asked.
         """
+        warn_unhonoured_choices(self, requests, logger)
         if not requests:
             return []
         window = self.context_window

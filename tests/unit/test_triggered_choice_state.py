@@ -41,3 +41,21 @@ def test_a_second_call_is_constrained_again() -> None:
     first = write(row, "<tool", "_call>\n", '{"name": "', "mul", '"', "x")
     second = write(row, "<tool", "_call>\n", '{"name": "', "ad")
     assert first[-3:] == ["mul", None, None] and second[-2:] == ["", "ad"]
+
+
+def test_backends_that_do_not_honour_the_choice_say_so_once(caplog) -> None:
+    import logging
+
+    from mfs_core.backends.base import warn_unhonoured_choices
+    from mfs_core.types import GenerationRequest
+
+    class Remote:
+        pass
+
+    remote, log = Remote(), logging.getLogger("test.remote")
+    with caplog.at_level(logging.WARNING, logger="test.remote"):
+        warn_unhonoured_choices(remote, [GenerationRequest("p")], log)  # no choice: nothing to say
+        assert not caplog.records
+        for _ in range(3):
+            warn_unhonoured_choices(remote, [GenerationRequest("p", triggered_choice=CHOICE)], log)
+    assert len(caplog.records) == 1 and "Remote samples without the tool-name constraint" in caplog.records[0].message
