@@ -30,12 +30,12 @@ import json
 import math
 import re
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EQUATION", "QuestionStats", "evaluate", "main", "step_is_right", "wilson_interval"]
+__all__ = ["EQUATION", "QuestionStats", "add_run_arguments", "evaluate", "finish_run", "load_backend", "main",
+           "step_is_right", "wilson_interval"]
 
 EQUATION = re.compile(r"(\d+)\s*([+\-*/])\s*(\d+)\s*=\s*(\d+)")
 """The first ``a op b = c`` of a line."""
@@ -274,37 +274,61 @@ def format_table(summary: dict[str, Any], title: str) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Command line: evaluate, print the table, optionally write JSON."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_run_arguments(parser: argparse.ArgumentParser, limit: int, limit_help: str, seed: int) -> None:
+    """The options the demo evaluation scripts share: ``--model``, ``--limit``, ``--seed``,
+    ``--chunk``, ``--threads`` and ``--json``."""
     parser.add_argument("--model", default="mfs-demo", help="model directory or 'mfs-demo' (the bundled model)")
-    parser.add_argument("--heldout", type=Path, default=None, help="held-out JSON (default: mfs_core/demo/heldout.json)")
-    parser.add_argument("--limit", type=int, default=500, help="first N held-out problems")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--samples", type=int, default=16)
-    parser.add_argument("--temperature", type=float, default=0.7)
-    parser.add_argument("--rollout-paths", type=int, default=4)
-    parser.add_argument("--max-tokens", type=int, default=384)
-    parser.add_argument("--chunk", type=int, default=8, help="questions per batched generate call")
+    parser.add_argument("--limit", type=int, default=limit, help=limit_help)
+    parser.add_argument("--seed", type=int, default=seed)
+    parser.add_argument("--chunk", type=int, default=8, help="prompts per batched generate call")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--json", type=Path, default=None, help="also write the summary here")
-    args = parser.parse_args(argv)
-    if args.limit < 1:
-        parser.error(f"--limit must be >= 1, got {args.limit}")
 
+
+def load_backend(model: str, threads: int) -> Any:
+    """A CPU :class:`~mfs_core.backends.transformers.TransformersBackend` for ``model``
+    (``threads`` torch threads; 0: torch's default), with transformers' warnings quieted."""
     import torch
 
     from mfs_core.backends._hf import quiet_transformers
     from mfs_core.backends.transformers import TransformersBackend
+    from mfs_core.settings import MFSSettings
+
+    if threads:
+        torch.set_num_threads(threads)
+    quiet_transformers()
+    return TransformersBackend.from_settings(MFSSettings(model=model, device="cpu"))
+
+
+def finish_run(summary: dict[str, Any], model: str, start: float, table: str, json_path: Path | None) -> None:
+    """Record the model and wall time in ``summary``, print ``table`` and the time, write the JSON."""
+    summary["model"] = model
+    summary["seconds"] = round(time.perf_counter() - start, 1)
+    print(table)
+    print(f"wall time: {summary['seconds']} s")
+    if json_path is not None:
+        json_path.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Command line: evaluate, print the table, optionally write JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_run_arguments(parser, limit=500, limit_help="first N held-out problems", seed=0)
+    parser.add_argument("--heldout", type=Path, default=None, help="held-out JSON (default: mfs_core/demo/heldout.json)")
+    parser.add_argument("--samples", type=int, default=16)
+    parser.add_argument("--temperature", type=float, default=0.7)
+    parser.add_argument("--rollout-paths", type=int, default=4)
+    parser.add_argument("--max-tokens", type=int, default=384)
+    args = parser.parse_args(argv)
+    if args.limit < 1:
+        parser.error(f"--limit must be >= 1, got {args.limit}")
+
     from mfs_core.bench.datasets import demo_heldout_path
     from mfs_core.prompts import render_question
     from mfs_core.settings import MFSSettings
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    quiet_transformers()
+    backend = load_backend(args.model, args.threads)
     settings = MFSSettings(model=args.model, device="cpu")
-    backend = TransformersBackend.from_settings(settings)
     records = json.loads((args.heldout or demo_heldout_path()).read_text(encoding="utf-8"))[: args.limit]
     prompts = [render_question(r["input"], backend, settings) for r in records]
     targets = [float(r["target"]) for r in records]
@@ -313,12 +337,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                        temperature=args.temperature, rollout_paths=args.rollout_paths,
                        max_tokens=args.max_tokens, chunk=args.chunk)
     summary = summarize(results, seed=args.seed)
-    summary["model"] = args.model
-    summary["seconds"] = round(time.perf_counter() - start, 1)
-    print(format_table(summary, f"{args.model}, seed {args.seed}"))
-    print(f"wall time: {summary['seconds']} s")
-    if args.json is not None:
-        args.json.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    finish_run(summary, args.model, start, format_table(summary, f"{args.model}, seed {args.seed}"), args.json)
     return summary
 
 

@@ -27,11 +27,9 @@ training generators, so they are in the training distribution (not a held-out se
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import time
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 __all__ = ["evaluate_formats", "format_summary", "main"]
@@ -136,37 +134,20 @@ def format_summary(summary: dict[str, Any], title: str) -> str:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Command line: evaluate, print the table, optionally write JSON."""
+    from mfs_core.demo.evaluate import add_run_arguments, finish_run, load_backend
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="mfs-demo", help="model directory or 'mfs-demo' (the bundled model)")
-    parser.add_argument("--limit", type=int, default=60, help="conversations of each kind")
-    parser.add_argument("--seed", type=int, default=4242)
+    add_run_arguments(parser, limit=60, limit_help="conversations of each kind", seed=4242)
     parser.add_argument("--max-tokens", type=int, default=200)
-    parser.add_argument("--chunk", type=int, default=8, help="prompts per batched generate call")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    parser.add_argument("--json", type=Path, default=None, help="also write the summary here")
     args = parser.parse_args(argv)
     if args.limit < 1:
         parser.error(f"--limit must be >= 1, got {args.limit}")
-
-    import torch
-
-    from mfs_core.backends._hf import quiet_transformers
-    from mfs_core.backends.transformers import TransformersBackend
-    from mfs_core.settings import MFSSettings
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    quiet_transformers()
-    backend = TransformersBackend.from_settings(MFSSettings(model=args.model, device="cpu"))
+    backend = load_backend(args.model, args.threads)
     start = time.perf_counter()
     summary = evaluate_formats(backend, backend.tokenizer, seed=args.seed, limit=args.limit,
                                max_tokens=args.max_tokens, chunk=args.chunk)
-    summary["model"] = args.model
-    summary["seconds"] = round(time.perf_counter() - start, 1)
-    print(format_summary(summary, f"{args.model}, seed {args.seed}, {args.limit} conversations of each kind"))
-    print(f"wall time: {summary['seconds']} s")
-    if args.json is not None:
-        args.json.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    finish_run(summary, args.model, start,
+               format_summary(summary, f"{args.model}, seed {args.seed}, {args.limit} conversations of each kind"), args.json)
     return summary
 
 
