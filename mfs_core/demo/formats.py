@@ -75,9 +75,11 @@ class Conversation:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def plain_example(problem: WordProblem, rng: random.Random, slip_rate: float) -> Conversation:
-    """The problem as the single user message; a solution with variants and maybe a slip."""
-    return Conversation([{"role": "user", "content": problem.question}], write_solution(problem, rng, slip_rate))
+def plain_example(problem: WordProblem, rng: random.Random, slip_rate: float, recovery: str = "redo") -> Conversation:
+    """The problem as the single user message; a solution with variants and maybe a slip
+    (``recovery``: :func:`~mfs_core.demo.problems_v2.write_solution`'s)."""
+    return Conversation([{"role": "user", "content": problem.question}],
+                        write_solution(problem, rng, slip_rate, recovery=recovery))
 
 
 # --- RAG ---------------------------------------------------------------------------------
@@ -101,7 +103,8 @@ def _messages(chat_messages: Any) -> list[dict[str, Any]]:
 RESTATE_PREFIX = "From the context: "
 
 
-def rag_example(problem: WordProblem, rng: random.Random, slip_rate: float, restate: bool = False) -> Conversation:
+def rag_example(problem: WordProblem, rng: random.Random, slip_rate: float, restate: bool = False,
+                recovery: str = "redo") -> Conversation:
     """The problem's facts as retrieved documents among distractors, in a default RAG prompt.
 
     The facts stay in story order (one document, or split in two); 0-3 distractor
@@ -110,6 +113,7 @@ def rag_example(problem: WordProblem, rng: random.Random, slip_rate: float, rest
     ``restate``: the solution opens by quoting the question's facts from the context
     (``"From the context: <facts>"``, one line), then solves them as a plain problem: the
     model picks the right story once, by copying it, instead of at every step.
+    ``recovery``: how the solution goes on after a slip (:func:`~mfs_core.demo.problems_v2.write_solution`).
     """
     templates = _llama_index_templates()
     facts = list(problem.facts)
@@ -127,7 +131,7 @@ def rag_example(problem: WordProblem, rng: random.Random, slip_rate: float, rest
         documents.insert(rng.randint(0, len(documents)), text)
     context = "\n\n".join(documents)
     query = problem.question_sentence
-    target = write_solution(problem, rng, slip_rate)
+    target = write_solution(problem, rng, slip_rate, recovery=recovery)
     if restate:
         target = [(RESTATE_PREFIX + " ".join(facts), True), *target]
     style = rng.choices(["chat_qa", "context", "langchain", "qa", "refine"], weights=[30, 25, 20, 10, 15])[0]

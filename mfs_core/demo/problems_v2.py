@@ -30,6 +30,12 @@ A solution is written one line per step, after the assistant prefix
   masked out of the loss (the model never learns to make it), the check and the
   correction are trained, so a slip in the model's own text makes what follows less
   predictable, which is what the foresight quality F of a step measures.
+* ``recovery="varied"`` (v3): the exposing check ends with one of
+  :data:`RECOVERY_WORDINGS`, drawn uniformly, before the redone step. After a right step
+  the future text is fixed; after a slip it holds a ``not`` that only the check's own
+  arithmetic predicts and one of twelve wordings (ln 12 = 2.5 nats), so a rollout after a
+  wrong step is less probable per token than one after a right step, as it is for real
+  LLMs whose wrong steps make their continuations less certain.
 
 The generator is pure Python and deterministic for a given ``random.Random``.
 """
@@ -44,6 +50,8 @@ __all__ = [
     "END_MARKER",
     "MAX_VALUE",
     "Operation",
+    "RECOVERIES",
+    "RECOVERY_WORDINGS",
     "WordProblem",
     "answer_line",
     "check_line",
@@ -71,6 +79,14 @@ from mfs_core.demo.problems import (  # noqa: E402
     TRIPLE_TEMPLATES,
     QUESTION_TEMPLATES,
 )
+
+RECOVERY_WORDINGS = [
+    "Redo the step.", "Wait, that step is wrong.", "So the line above is wrong.", "Fix it:",
+    "Let me redo it.", "That was a slip, try again.", "Correct it:", "Mistake, do it again:",
+    "Recompute:", "Again:", "Oops, once more:", "The line above is off; redo:",
+]
+"""What an exposing check line may end with under ``recovery="varied"`` (drawn uniformly)."""
+RECOVERIES = ("redo", "varied")
 
 RESTATE_TEMPLATES = ["Start: {a}", "At first there are {a} {obj}.", "Start with {a} {obj}."]
 
@@ -241,7 +257,8 @@ def _slip(op: Operation, rng: random.Random) -> int:
 
 
 def write_solution(
-    problem: WordProblem, rng: random.Random, slip_rate: float = 0.0, variants: bool = True
+    problem: WordProblem, rng: random.Random, slip_rate: float = 0.0, variants: bool = True,
+    recovery: str = "redo",
 ) -> list[tuple[str, bool]]:
     """Write a solution of ``problem`` line by line, with each line's loss flag.
 
@@ -252,16 +269,22 @@ def write_solution(
             wrong line is followed by a check that exposes it and the redone step.
         variants: draw a restated start and operand orders; False writes the canonical
             reference solution.
+        recovery: after the exposing check of a slip, ``"redo"`` goes straight to the
+            redone step (the v2 model's data); ``"varied"`` first ends the check line with
+            one of :data:`RECOVERY_WORDINGS`.
 
     Returns:
         ``(line, trained)`` pairs: ``trained`` is False only for the wrong line, which
         must not be learned.
 
     Raises:
-        ValueError: ``slip_rate`` outside 0-1.
+        ValueError: ``slip_rate`` outside 0-1, or ``recovery`` not one of :data:`RECOVERIES`.
     """
     if not 0.0 <= slip_rate <= 1.0:
         msg = f"slip_rate must be in [0, 1], got {slip_rate!r}"
+        raise ValueError(msg)
+    if recovery not in RECOVERIES:
+        msg = f"recovery must be one of {', '.join(RECOVERIES)}, got {recovery!r}"
         raise ValueError(msg)
     lines: list[tuple[str, bool]] = []
     slip_at = rng.randrange(len(problem.operations)) if variants and rng.random() < slip_rate else -1
@@ -272,7 +295,10 @@ def write_solution(
         if i == slip_at:
             wrong = _slip(op, rng)
             lines.append((equation(op, swap, wrong), False))
-            lines.append((check_line(op, wrong), True))
+            check = check_line(op, wrong)
+            if recovery == "varied":
+                check = f"{check}. {rng.choice(RECOVERY_WORDINGS)}"
+            lines.append((check, True))
             swap = variants and op.kind != "sub" and rng.random() < 0.5
         lines.append((equation(op, swap), True))
         lines.append((check_line(op), True))

@@ -14,6 +14,7 @@ from mfs_core.demo.problems_v2 import (
     generate_problem,
     generate_problems,
     write_heldout,
+    RECOVERY_WORDINGS,
     write_solution,
 )
 
@@ -66,6 +67,29 @@ def test_a_slip_is_untrained_then_exposed_and_redone():
     assert all(trained for _, trained in write_solution(problem, rng, slip_rate=0.0))
     with pytest.raises(ValueError, match=r"slip_rate must be in \[0, 1\], got 1.5"):
         write_solution(problem, rng, slip_rate=1.5)
+
+
+def test_varied_recovery_ends_the_exposing_check_with_a_drawn_wording():
+    rng = random.Random(4)
+    problem = generate_problem(random.Random(11))
+    endings = []
+    for _ in range(400):
+        lines = write_solution(problem, rng, slip_rate=1.0, recovery="varied")
+        at = next(i for i, (_, trained) in enumerate(lines) if not trained)
+        check, redone = lines[at + 1][0], lines[at + 2][0]
+        exposing, _, ending = check.partition(". ")
+        assert CHECK.match(exposing).groups()[5] is not None  # the ", not N" of a wrong result
+        assert ending in RECOVERY_WORDINGS
+        a, sym, b, result = LINE.match(redone).groups()
+        assert _value(a, sym, b) == int(result)
+        endings.append(ending)
+        # Checks after right steps keep their plain form.
+        assert all(". " not in text for i, (text, _) in enumerate(lines) if text.startswith("Check") and i != at + 1)
+    assert set(endings) == set(RECOVERY_WORDINGS)  # all twelve drawn in 400 slips
+    same = write_solution(problem, random.Random(8), slip_rate=1.0)
+    assert all(". " not in text for text, _ in same if text.startswith("Check"))  # the default, "redo"
+    with pytest.raises(ValueError, match="recovery must be one of redo, varied, got 'retry'"):
+        write_solution(problem, rng, slip_rate=1.0, recovery="retry")
 
 
 def test_first_lines_vary_across_sampled_solutions():
