@@ -75,11 +75,11 @@ class Conversation:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def plain_example(problem: WordProblem, rng: random.Random, slip_rate: float, recovery: str = "redo") -> Conversation:
+def plain_example(problem: WordProblem, rng: random.Random, slip_rate: float, checks: str = "v2") -> Conversation:
     """The problem as the single user message; a solution with variants and maybe a slip
-    (``recovery``: :func:`~mfs_core.demo.problems_v2.write_solution`'s)."""
+    (``checks``: :func:`~mfs_core.demo.problems_v2.write_solution`'s)."""
     return Conversation([{"role": "user", "content": problem.question}],
-                        write_solution(problem, rng, slip_rate, recovery=recovery))
+                        write_solution(problem, rng, slip_rate, checks=checks))
 
 
 # --- RAG ---------------------------------------------------------------------------------
@@ -104,7 +104,7 @@ RESTATE_PREFIX = "From the context: "
 
 
 def rag_example(problem: WordProblem, rng: random.Random, slip_rate: float, restate: bool = False,
-                recovery: str = "redo") -> Conversation:
+                checks: str = "v2") -> Conversation:
     """The problem's facts as retrieved documents among distractors, in a default RAG prompt.
 
     The facts stay in story order (one document, or split in two); 0-3 distractor
@@ -113,7 +113,7 @@ def rag_example(problem: WordProblem, rng: random.Random, slip_rate: float, rest
     ``restate``: the solution opens by quoting the question's facts from the context
     (``"From the context: <facts>"``, one line), then solves them as a plain problem: the
     model picks the right story once, by copying it, instead of at every step.
-    ``recovery``: how the solution goes on after a slip (:func:`~mfs_core.demo.problems_v2.write_solution`).
+    ``checks``: the check lines' form (:func:`~mfs_core.demo.problems_v2.write_solution`).
     """
     templates = _llama_index_templates()
     facts = list(problem.facts)
@@ -131,7 +131,7 @@ def rag_example(problem: WordProblem, rng: random.Random, slip_rate: float, rest
         documents.insert(rng.randint(0, len(documents)), text)
     context = "\n\n".join(documents)
     query = problem.question_sentence
-    target = write_solution(problem, rng, slip_rate, recovery=recovery)
+    target = write_solution(problem, rng, slip_rate, checks=checks)
     if restate:
         target = [(RESTATE_PREFIX + " ".join(facts), True), *target]
     style = rng.choices(["chat_qa", "context", "langchain", "qa", "refine"], weights=[30, 25, 20, 10, 15])[0]
@@ -148,7 +148,7 @@ def rag_example(problem: WordProblem, rng: random.Random, slip_rate: float, rest
         # Refine: either the first answer was right and the new context is unrelated (repeat
         # it), or there was no answer yet and the new context holds the facts.
         if rng.random() < 0.5 and distractors:
-            previous = "\n".join(text for text, _ in write_solution(problem, rng, 0.0)).replace(END_MARKER, "")
+            previous = "\n".join(text for text, _ in write_solution(problem, rng, 0.0, checks=checks)).replace(END_MARKER, "")
             context = "\n\n".join(distractors)
             target = [(line, True) for line in previous.split("\n")]
             target[-1] = (target[-1][0] + END_MARKER, True)

@@ -30,12 +30,16 @@ A solution is written one line per step, after the assistant prefix
   masked out of the loss (the model never learns to make it), the check and the
   correction are trained, so a slip in the model's own text makes what follows less
   predictable, which is what the foresight quality F of a step measures.
-* ``recovery="varied"`` (v3): the exposing check ends with one of
-  :data:`RECOVERY_WORDINGS`, drawn uniformly, before the redone step. After a right step
-  the future text is fixed; after a slip it holds a ``not`` that only the check's own
-  arithmetic predicts and one of twelve wordings (ln 12 = 2.5 nats), so a rollout after a
-  wrong step is less probable per token than one after a right step, as it is for real
-  LLMs whose wrong steps make their continuations less certain.
+* ``checks="compare"`` (v3): the check line also copies the value it should give back
+  and compares: ``Check: 149 - 57 = 92, was 92`` after a right step,
+  ``Check: 152 - 57 = 95, was 92: wrong. Redo the step.`` after a slip, the verdict next
+  to the two numbers it compares (the v2 form ``, not 92`` asks the model to compare a
+  number with one on the line above before writing anything). The wrong check ends with
+  one of :data:`RECOVERY_WORDINGS`, drawn uniformly: after a right step the future text
+  is fixed, after a slip it holds a verdict that only the check's own arithmetic predicts
+  and one of twelve wordings (ln 12 = 2.5 nats), so a rollout after a wrong step is less
+  probable per token than one after a right step, as real LLMs' continuations are less
+  certain after their wrong steps.
 
 The generator is pure Python and deterministic for a given ``random.Random``.
 """
@@ -50,7 +54,7 @@ __all__ = [
     "END_MARKER",
     "MAX_VALUE",
     "Operation",
-    "RECOVERIES",
+    "CHECK_STYLES",
     "RECOVERY_WORDINGS",
     "WordProblem",
     "answer_line",
@@ -85,8 +89,8 @@ RECOVERY_WORDINGS = [
     "Let me redo it.", "That was a slip, try again.", "Correct it:", "Mistake, do it again:",
     "Recompute:", "Again:", "Oops, once more:", "The line above is off; redo:",
 ]
-"""What an exposing check line may end with under ``recovery="varied"`` (drawn uniformly)."""
-RECOVERIES = ("redo", "varied")
+"""What an exposing check line ends with under ``checks="compare"`` (drawn uniformly)."""
+CHECK_STYLES = ("v2", "compare")
 
 RESTATE_TEMPLATES = ["Start: {a}", "At first there are {a} {obj}.", "Start with {a} {obj}."]
 
@@ -223,12 +227,20 @@ def equation(op: Operation, swap: bool = False, result: int | None = None) -> st
     return f"{a} {SYMBOLS[op.kind]} {b} = {op.result if result is None else result}"
 
 
-def check_line(op: Operation, written: int | None = None) -> str:
+def check_line(op: Operation, written: int | None = None, style: str = "v2") -> str:
     """The check after ``op`` was written with result ``written`` (default: right).
 
-    The inverse operation applied to the written result: ``Check: 149 - 57 = 92`` when it
-    gives back the previous total, else ``Check: 152 - 57 = 95, not 92``.
+    The inverse operation applied to the written result. ``style="v2"``:
+    ``Check: 149 - 57 = 92`` when it gives back the previous total, else
+    ``Check: 152 - 57 = 95, not 92``. ``style="compare"``: ``Check: 149 - 57 = 92, was 92``,
+    else ``Check: 152 - 57 = 95, was 92: wrong`` (the caller may append a wording).
+
+    Raises:
+        ValueError: ``style`` not one of :data:`CHECK_STYLES`.
     """
+    if style not in CHECK_STYLES:
+        msg = f"checks must be one of {', '.join(CHECK_STYLES)}, got {style!r}"
+        raise ValueError(msg)
     written = op.result if written is None else written
     if op.kind == "add":
         back = written - op.right
@@ -237,6 +249,8 @@ def check_line(op: Operation, written: int | None = None) -> str:
     else:
         back = written // op.right
     text = f"Check: {written} {INVERSE[op.kind]} {op.right} = {back}"
+    if style == "compare":
+        return f"{text}, was {op.left}" + ("" if back == op.left else ": wrong")
     return text if back == op.left else f"{text}, not {op.left}"
 
 
@@ -258,7 +272,7 @@ def _slip(op: Operation, rng: random.Random) -> int:
 
 def write_solution(
     problem: WordProblem, rng: random.Random, slip_rate: float = 0.0, variants: bool = True,
-    recovery: str = "redo",
+    checks: str = "v2",
 ) -> list[tuple[str, bool]]:
     """Write a solution of ``problem`` line by line, with each line's loss flag.
 
@@ -269,22 +283,22 @@ def write_solution(
             wrong line is followed by a check that exposes it and the redone step.
         variants: draw a restated start and operand orders; False writes the canonical
             reference solution.
-        recovery: after the exposing check of a slip, ``"redo"`` goes straight to the
-            redone step (the v2 model's data); ``"varied"`` first ends the check line with
-            one of :data:`RECOVERY_WORDINGS`.
+        checks: the check lines' form (:func:`check_line`): ``"v2"``, the shipped v2
+            model's data; ``"compare"`` (v3), whose exposing check also ends with one of
+            :data:`RECOVERY_WORDINGS`.
 
     Returns:
         ``(line, trained)`` pairs: ``trained`` is False only for the wrong line, which
         must not be learned.
 
     Raises:
-        ValueError: ``slip_rate`` outside 0-1, or ``recovery`` not one of :data:`RECOVERIES`.
+        ValueError: ``slip_rate`` outside 0-1, or ``checks`` not one of :data:`CHECK_STYLES`.
     """
     if not 0.0 <= slip_rate <= 1.0:
         msg = f"slip_rate must be in [0, 1], got {slip_rate!r}"
         raise ValueError(msg)
-    if recovery not in RECOVERIES:
-        msg = f"recovery must be one of {', '.join(RECOVERIES)}, got {recovery!r}"
+    if checks not in CHECK_STYLES:
+        msg = f"checks must be one of {', '.join(CHECK_STYLES)}, got {checks!r}"
         raise ValueError(msg)
     lines: list[tuple[str, bool]] = []
     slip_at = rng.randrange(len(problem.operations)) if variants and rng.random() < slip_rate else -1
@@ -295,13 +309,13 @@ def write_solution(
         if i == slip_at:
             wrong = _slip(op, rng)
             lines.append((equation(op, swap, wrong), False))
-            check = check_line(op, wrong)
-            if recovery == "varied":
+            check = check_line(op, wrong, checks)
+            if checks == "compare":
                 check = f"{check}. {rng.choice(RECOVERY_WORDINGS)}"
             lines.append((check, True))
             swap = variants and op.kind != "sub" and rng.random() < 0.5
         lines.append((equation(op, swap), True))
-        lines.append((check_line(op), True))
+        lines.append((check_line(op, style=checks), True))
     lines.append((answer_line(problem.answer), True))
     return lines
 

@@ -50,7 +50,7 @@ from mfs_core.demo import problems as problems_v1
 from mfs_core.demo import train as train_v1
 from mfs_core.demo.formats import Conversation, copy_example, plain_example, rag_example, tool_example
 from mfs_core.demo.problems_v2 import (
-    ASSISTANT_PREFIX, END_MARKER, RECOVERIES, generate_problem, generate_problems, write_heldout,
+    ASSISTANT_PREFIX, END_MARKER, CHECK_STYLES, generate_problem, generate_problems, write_heldout,
 )
 
 logger = logging.getLogger(__name__)
@@ -171,13 +171,13 @@ def render_prompt(tokenizer, conversation: Conversation) -> str:
 
 def draw_example(kind: str, rng: random.Random, heldout: frozenset[str], slip_rate: float,
                  short_rate: float = 0.0, novel_rate: float = 0.0, first_turn_share: float = 0.0,
-                 rag_restate: bool = False, recovery: str = "redo") -> Conversation:
+                 rag_restate: bool = False, checks: str = "v2") -> Conversation:
     """One training conversation of ``kind`` (``plain``, ``rag``, ``tool``), never a held-out question.
 
     ``short_rate``: share of plain and RAG problems with only 1-2 operations (the held-out
     distribution has 3-5), so short questions are in the training distribution too.
     ``novel_rate`` and ``first_turn_share`` go to :func:`~mfs_core.demo.formats.tool_example`,
-    ``rag_restate`` to :func:`~mfs_core.demo.formats.rag_example` (``restate``), ``recovery``
+    ``rag_restate`` to :func:`~mfs_core.demo.formats.rag_example` (``restate``), ``checks``
     to :func:`~mfs_core.demo.problems_v2.write_solution`.
     """
     if kind == "tool":
@@ -189,8 +189,8 @@ def draw_example(kind: str, rng: random.Random, heldout: frozenset[str], slip_ra
         if problem.question not in heldout:
             break
     if kind == "plain":
-        return plain_example(problem, rng, slip_rate, recovery=recovery)
-    return rag_example(problem, rng, slip_rate, restate=rag_restate, recovery=recovery)
+        return plain_example(problem, rng, slip_rate, checks=checks)
+    return rag_example(problem, rng, slip_rate, restate=rag_restate, checks=checks)
 
 
 def encode_example(tokenizer, conversation: Conversation, max_length: int) -> tuple[list[int], list[int]]:
@@ -225,7 +225,7 @@ def collate(tokenizer, rows: list[tuple[list[int], list[int]]]):
 def make_batch(tokenizer, rng: random.Random, heldout: frozenset[str], batch_tokens: int, max_length: int,
                slip_rate: float, short_rate: float = 0.0, max_examples: int = 256,
                kind_weights: dict[str, float] | None = None, novel_rate: float = 0.0,
-               first_turn_share: float = 0.0, rag_restate: bool = False, recovery: str = "redo"):
+               first_turn_share: float = 0.0, rag_restate: bool = False, checks: str = "v2"):
     """One batch of a drawn kind (``kind_weights``, default :data:`KIND_WEIGHTS`) holding at
     most ``batch_tokens`` padded tokens."""
     weights = kind_weights or KIND_WEIGHTS
@@ -234,7 +234,7 @@ def make_batch(tokenizer, rng: random.Random, heldout: frozenset[str], batch_tok
     width = 0
     while len(rows) < max_examples:
         row = encode_example(tokenizer, draw_example(kind, rng, heldout, slip_rate, short_rate, novel_rate,
-                                                       first_turn_share, rag_restate, recovery), max_length)
+                                                       first_turn_share, rag_restate, checks), max_length)
         new_width = max(width, len(row[0]))
         if rows and new_width * (len(rows) + 1) > batch_tokens:
             break
@@ -258,9 +258,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--max-length", type=int, default=768)
     parser.add_argument("--context-window", type=int, default=2048, help="max_position_embeddings (RoPE)")
     parser.add_argument("--slip-rate", type=float, default=0.15, help="share of solutions with one wrong step")
-    parser.add_argument("--recovery", choices=RECOVERIES, default="redo",
-                        help="after a slip's exposing check: the redone step ('redo'), or first one of "
-                             "problems_v2.RECOVERY_WORDINGS ('varied')")
+    parser.add_argument("--checks", choices=CHECK_STYLES, default="v2",
+                        help="check lines: 'v2' (', not N' after a slip), or 'compare' (', was N' always, "
+                             "': wrong.' and one of problems_v2.RECOVERY_WORDINGS after a slip)")
     parser.add_argument("--short-rate", type=float, default=0.0,
                         help="share of plain and RAG problems with 1-2 operations (held-out ones have 3-5)")
     parser.add_argument("--kind-weights", default=None,
@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> dict:
         kind, (input_ids, attention, labels) = make_batch(
             tokenizer, rng, heldout_questions, args.batch_tokens, args.max_length, args.slip_rate, args.short_rate,
             kind_weights=kind_weights, novel_rate=args.novel_tool_rate, first_turn_share=args.first_call_share,
-            rag_restate=args.rag_restate, recovery=args.recovery)
+            rag_restate=args.rag_restate, checks=args.checks)
         loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -361,7 +361,7 @@ def main(argv: list[str] | None = None) -> dict:
         "batch_tokens": args.batch_tokens,
         "learning_rate": args.lr,
         "slip_rate": args.slip_rate,
-        "recovery": args.recovery,
+        "checks": args.checks,
         "short_rate": args.short_rate,
         "kind_weights": kind_weights or KIND_WEIGHTS,
         "novel_tool_rate": args.novel_tool_rate,

@@ -69,27 +69,35 @@ def test_a_slip_is_untrained_then_exposed_and_redone():
         write_solution(problem, rng, slip_rate=1.5)
 
 
-def test_varied_recovery_ends_the_exposing_check_with_a_drawn_wording():
+def test_compare_checks_copy_the_value_to_give_back_and_a_slip_ends_with_a_drawn_wording():
+    op = Operation("add", 92, 57, 149)
+    assert check_line(op, style="compare") == "Check: 149 - 57 = 92, was 92"
+    assert check_line(op, written=152, style="compare") == "Check: 152 - 57 = 95, was 92: wrong"
+    assert check_line(Operation("mul", 37, 6, 222), written=228, style="compare") == "Check: 228 / 6 = 38, was 37: wrong"
     rng = random.Random(4)
     problem = generate_problem(random.Random(11))
     endings = []
     for _ in range(400):
-        lines = write_solution(problem, rng, slip_rate=1.0, recovery="varied")
+        lines = write_solution(problem, rng, slip_rate=1.0, checks="compare")
         at = next(i for i, (_, trained) in enumerate(lines) if not trained)
         check, redone = lines[at + 1][0], lines[at + 2][0]
         exposing, _, ending = check.partition(". ")
-        assert CHECK.match(exposing).groups()[5] is not None  # the ", not N" of a wrong result
+        a, sym, b, result = LINE.match(lines[at][0]).groups()
+        assert exposing.startswith(f"Check: {result} ") and exposing.endswith(": wrong")
         assert ending in RECOVERY_WORDINGS
         a, sym, b, result = LINE.match(redone).groups()
         assert _value(a, sym, b) == int(result)
         endings.append(ending)
-        # Checks after right steps keep their plain form.
-        assert all(". " not in text for i, (text, _) in enumerate(lines) if text.startswith("Check") and i != at + 1)
+        # Every other check gives back the value it copies.
+        for text, _ in lines:
+            if text.startswith("Check") and text != check:
+                back, was = re.match(r"^Check: \d+ [-+/] \d+ = (\d+), was (\d+)$", text).groups()
+                assert back == was
     assert set(endings) == set(RECOVERY_WORDINGS)  # all twelve drawn in 400 slips
-    same = write_solution(problem, random.Random(8), slip_rate=1.0)
-    assert all(". " not in text for text, _ in same if text.startswith("Check"))  # the default, "redo"
-    with pytest.raises(ValueError, match="recovery must be one of redo, varied, got 'retry'"):
-        write_solution(problem, rng, slip_rate=1.0, recovery="retry")
+    v2 = write_solution(problem, random.Random(8), slip_rate=1.0)  # the default: the shipped v2 form
+    assert all(", was " not in text for text, _ in v2)
+    with pytest.raises(ValueError, match="checks must be one of v2, compare, got 'retry'"):
+        write_solution(problem, rng, slip_rate=1.0, checks="retry")
 
 
 def test_first_lines_vary_across_sampled_solutions():
