@@ -90,7 +90,7 @@ RECOVERY_WORDINGS = [
     "Recompute:", "Again:", "Oops, once more:", "The line above is off; redo:",
 ]
 """What an exposing check line ends with under ``checks="compare"`` (drawn uniformly)."""
-CHECK_STYLES = ("v2", "compare")
+CHECK_STYLES = ("v2", "compare", "difference")
 
 RESTATE_TEMPLATES = ["Start: {a}", "At first there are {a} {obj}.", "Start with {a} {obj}."]
 
@@ -251,6 +251,8 @@ def check_line(op: Operation, written: int | None = None, style: str = "v2") -> 
     text = f"Check: {written} {INVERSE[op.kind]} {op.right} = {back}"
     if style == "compare":
         return f"{text}, was {op.left}" + ("" if back == op.left else ": wrong")
+    if style == "difference":
+        return f"{text}, {op.left} - {back} = {op.left - back}" + ("" if back == op.left else ": wrong")
     return text if back == op.left else f"{text}, not {op.left}"
 
 
@@ -259,12 +261,14 @@ def answer_line(answer: int) -> str:
     return f"The answer is: \\boxed{{{answer}}}.{END_MARKER}"
 
 
-def _slip(op: Operation, rng: random.Random) -> int:
-    """A wrong result for ``op`` that a careless reasoner might write (never the right one)."""
+def _slip(op: Operation, rng: random.Random, downward: bool = False) -> int:
+    """A wrong result for ``op`` that a careless reasoner might write (never the right one);
+    ``downward``: only results below the right one (a check then gives back less than the
+    previous total)."""
     if op.kind == "mul":
-        candidates = [op.result + op.right, op.result - op.right]  # (left ± 1) * right
+        candidates = [op.result - op.right] if downward else [op.result + op.right, op.result - op.right]
     else:
-        candidates = [op.result + d for d in (1, -1, 10, -10, 2, -2)]
+        candidates = [op.result + d for d in ((-1, -10, -2) if downward else (1, -1, 10, -10, 2, -2))]
     candidates = [c for c in candidates if 0 <= c <= MAX_VALUE + MAX_AMOUNT and c != op.result
                   and (op.kind != "add" or c - op.right >= 0)]
     return rng.choice(candidates)
@@ -307,10 +311,10 @@ def write_solution(
     for i, op in enumerate(problem.operations):
         swap = variants and op.kind != "sub" and rng.random() < 0.5
         if i == slip_at:
-            wrong = _slip(op, rng)
+            wrong = _slip(op, rng, downward=checks == "difference")
             lines.append((equation(op, swap, wrong), False))
             check = check_line(op, wrong, checks)
-            if checks == "compare":
+            if checks in ("compare", "difference"):
                 check = f"{check}. {rng.choice(RECOVERY_WORDINGS)}"
             lines.append((check, True))
             swap = variants and op.kind != "sub" and rng.random() < 0.5

@@ -96,8 +96,26 @@ def test_compare_checks_copy_the_value_to_give_back_and_a_slip_ends_with_a_drawn
     assert set(endings) == set(RECOVERY_WORDINGS)  # all twelve drawn in 400 slips
     v2 = write_solution(problem, random.Random(8), slip_rate=1.0)  # the default: the shipped v2 form
     assert all(", was " not in text for text, _ in v2)
-    with pytest.raises(ValueError, match="checks must be one of v2, compare, got 'retry'"):
+    with pytest.raises(ValueError, match="checks must be one of v2, compare, difference, got 'retry'"):
         write_solution(problem, rng, slip_rate=1.0, checks="retry")
+
+
+def test_difference_checks_subtract_what_the_check_gives_back_and_slips_go_down():
+    op = Operation("add", 92, 57, 149)
+    assert check_line(op, style="difference") == "Check: 149 - 57 = 92, 92 - 92 = 0"
+    assert check_line(op, written=147, style="difference") == "Check: 147 - 57 = 90, 92 - 90 = 2: wrong"
+    assert check_line(Operation("mul", 37, 6, 222), written=216, style="difference") == (
+        "Check: 216 / 6 = 36, 37 - 36 = 1: wrong")
+    rng = random.Random(6)
+    for problem in generate_problems(50, seed=12):
+        lines = write_solution(problem, rng, slip_rate=1.0, checks="difference")
+        at = next(i for i, (_, trained) in enumerate(lines) if not trained)
+        exposing, _, ending = lines[at + 1][0].partition(". ")
+        difference = int(re.search(r"= (\d+): wrong$", exposing).group(1))
+        assert difference >= 1 and ending in RECOVERY_WORDINGS  # a downward slip: the difference is positive
+        for text, _ in lines[at + 2 :]:
+            if text.startswith("Check"):
+                assert text.endswith(" = 0")
 
 
 def test_first_lines_vary_across_sampled_solutions():
