@@ -289,14 +289,16 @@ def _draw_tools(rng: random.Random, novel_rate: float = 0.0) -> list[_Tool]:
     return tools
 
 
-def tool_example(rng: random.Random, novel_rate: float = 0.0, first_turn_share: float = 0.0) -> Conversation:
+def tool_example(rng: random.Random, novel_rate: float = 0.0, first_turn_share: float = 0.0,
+                 checks: str = "v2") -> Conversation:
     """A 1-3 operation problem solved with the given arithmetic tools, cut at a random turn.
 
     ``novel_rate``: share of tools named by :func:`novel_name` instead of the usual
     arithmetic names (and half that share of argument pairs), so that the model learns to
     copy the name from the schema it is given. ``first_turn_share``: share of examples cut
     at the first assistant turn (the first call, or the text answer when no tool fits);
-    the rest are cut at a turn drawn uniformly.
+    the rest are cut at a turn drawn uniformly. ``checks``: the form of the check line
+    after a step no tool fits (:func:`~mfs_core.demo.problems_v2.check_line`'s ``style``).
 
     The conversation is played out to the end; the example is one assistant turn of it
     (the history before it rendered by the chat template), so the model learns to open
@@ -314,7 +316,7 @@ def tool_example(rng: random.Random, novel_rate: float = 0.0, first_turn_share: 
     for op in problem.operations:
         tool = by_kind.get(op.kind) or by_kind.get("calculator")
         if tool is None:
-            pending += [(equation(op), True), (check_line(op), True)]
+            pending += [(equation(op), True), (check_line(op, style=checks), True)]
             continue
         call = tool.call(op)
         turn = pending + [(line, True) for line in tool_call_text(call).split("\n")]

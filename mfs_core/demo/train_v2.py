@@ -181,7 +181,7 @@ def draw_example(kind: str, rng: random.Random, heldout: frozenset[str], slip_ra
     to :func:`~mfs_core.demo.problems_v2.write_solution`.
     """
     if kind == "tool":
-        return tool_example(rng, novel_rate, first_turn_share)
+        return tool_example(rng, novel_rate, first_turn_share, checks)
     if kind == "copy":
         return copy_example(rng)
     while True:
