@@ -6,7 +6,9 @@ its two phases in ``MODEL_CARD.md``)::
     python -m mfs_core.demo.train_v2 --output-dir OUT --init-from V1_MODEL_DIR --steps 2400 --lr 1e-3 \
         --warmup 0.03 --short-rate 0.15 --max-length 1024 --threads 1 --save-every 200 --heldout OUT/heldout.json
 
-(``MODEL_CARD.md`` has its wall time and loss). Without ``--init-from`` it trains a fresh
+(``MODEL_CARD.md`` has its wall time and loss). ``--checks difference --slip-rate 0.4`` is
+the data of the v3 experiments (check lines that catch the model's own slips; their recipe and
+measurements are in ``MODEL_CARD.md``, "Toward v3"). Without ``--init-from`` it trains a fresh
 model with a tokenizer of its own (what the first v2 attempts did: 2,000 CPU steps did not
 teach a fresh model the arithmetic). The tests run it for a few steps on a tiny
 configuration. Needs the ``[hf]`` extra (torch, transformers, tokenizers) and
