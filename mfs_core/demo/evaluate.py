@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["EQUATION", "QuestionStats", "add_run_arguments", "evaluate", "finish_run", "load_backend", "main",
-           "step_is_right", "wilson_interval"]
+           "parse_run_arguments", "share_row", "step_is_right", "wilson_interval"]
 
 EQUATION = re.compile(r"(\d+)\s*([+\-*/])\s*(\d+)\s*=\s*(\d+)")
 """The first ``a op b = c`` of a line."""
@@ -274,15 +274,35 @@ def format_table(summary: dict[str, Any], title: str) -> str:
     return "\n".join(lines)
 
 
-def add_run_arguments(parser: argparse.ArgumentParser, limit: int, limit_help: str, seed: int) -> None:
+def add_run_arguments(parser: argparse.ArgumentParser, limit: int, limit_help: str, seed: int,
+                      max_tokens: int = 200) -> None:
     """The options the demo evaluation scripts share: ``--model``, ``--limit``, ``--seed``,
-    ``--chunk``, ``--threads`` and ``--json``."""
+    ``--chunk``, ``--threads``, ``--json`` and ``--max-tokens`` (token budget of every sample)."""
     parser.add_argument("--model", default="mfs-demo", help="model directory or 'mfs-demo' (the bundled model)")
     parser.add_argument("--limit", type=int, default=limit, help=limit_help)
     parser.add_argument("--seed", type=int, default=seed)
     parser.add_argument("--chunk", type=int, default=8, help="prompts per batched generate call")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--json", type=Path, default=None, help="also write the summary here")
+    parser.add_argument("--max-tokens", type=int, default=max_tokens, help="most tokens of every sample")
+
+
+def parse_run_arguments(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse ``argv`` with ``parser`` (built with :func:`add_run_arguments`); exits with a
+    one-line usage error when ``--limit`` is below 1."""
+    args = parser.parse_args(argv)
+    if args.limit < 1:
+        parser.error(f"--limit must be >= 1, got {args.limit}")
+    return args
+
+
+def share_row(label: str, right: int, total: int, width: int = 28) -> str:
+    """One plain-text table row: ``label``, the share in percent, its 95% Wilson interval and
+    ``right/total`` (``-`` for the share and interval when ``total`` is 0)."""
+    if total == 0:
+        return f"{label:<{width}} {'-':>7} {'-':>15} {'0/0':>9}"
+    lo, hi = wilson_interval(right, total)
+    return f"{label:<{width}} {100 * right / total:>6.1f}% {f'{100 * lo:.1f}-{100 * hi:.1f}':>15} {f'{right}/{total}':>9}"
 
 
 def load_backend(model: str, threads: int) -> Any:
@@ -313,15 +333,12 @@ def finish_run(summary: dict[str, Any], model: str, start: float, table: str, js
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Command line: evaluate, print the table, optionally write JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_run_arguments(parser, limit=500, limit_help="first N held-out problems", seed=0)
+    add_run_arguments(parser, limit=500, limit_help="first N held-out problems", seed=0, max_tokens=384)
     parser.add_argument("--heldout", type=Path, default=None, help="held-out JSON (default: mfs_core/demo/heldout.json)")
     parser.add_argument("--samples", type=int, default=16)
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--rollout-paths", type=int, default=4)
-    parser.add_argument("--max-tokens", type=int, default=384)
-    args = parser.parse_args(argv)
-    if args.limit < 1:
-        parser.error(f"--limit must be >= 1, got {args.limit}")
+    args = parse_run_arguments(parser, argv)
 
     from mfs_core.bench.datasets import demo_heldout_path
     from mfs_core.prompts import render_question

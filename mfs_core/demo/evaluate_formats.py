@@ -116,32 +116,24 @@ def evaluate_formats(backend: Any, tokenizer: Any, seed: int = 4242, limit: int 
 
 def format_summary(summary: dict[str, Any], title: str) -> str:
     """A plain-text table: one row per measure with its share, 95% Wilson interval and counts."""
-    from mfs_core.demo.evaluate import wilson_interval
+    from mfs_core.demo.evaluate import share_row
 
     rows = [f"{title}", f"{'measure':<28} {'share':>7} {'95% CI':>15} {'count':>9}"]
     names = [("rag", "RAG answer")] + [(f"rag:{s}", f"  RAG, {s}") for s in sorted(summary["rag_by_style"])] + [
         ("first_action", "first action"), ("tool_name", "tool name (calls)"), ("tool_answer", "answer from tool result")]
     for key, label in names:
         right, total = summary["rag_by_style"][key[4:]] if key.startswith("rag:") else summary[key]
-        if total == 0:
-            rows.append(f"{label:<28} {'-':>7} {'-':>15} {'0/0':>9}")
-            continue
-        lo, hi = wilson_interval(right, total)
-        rows.append(f"{label:<28} {100 * right / total:>6.1f}% {f'{100 * lo:.1f}-{100 * hi:.1f}':>15} "
-                    f"{f'{right}/{total}':>9}")
+        rows.append(share_row(label, right, total))
     return "\n".join(rows)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Command line: evaluate, print the table, optionally write JSON."""
-    from mfs_core.demo.evaluate import add_run_arguments, finish_run, load_backend
+    from mfs_core.demo.evaluate import add_run_arguments, finish_run, load_backend, parse_run_arguments
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_run_arguments(parser, limit=60, limit_help="conversations of each kind", seed=4242)
-    parser.add_argument("--max-tokens", type=int, default=200)
-    args = parser.parse_args(argv)
-    if args.limit < 1:
-        parser.error(f"--limit must be >= 1, got {args.limit}")
+    args = parse_run_arguments(parser, argv)
     backend = load_backend(args.model, args.threads)
     start = time.perf_counter()
     summary = evaluate_formats(backend, backend.tokenizer, seed=args.seed, limit=args.limit,

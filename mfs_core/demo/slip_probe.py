@@ -121,16 +121,12 @@ def probe(backend: Any, settings: Any, problems: list[Any], seed: int = 0, check
 
 def format_probe(summary: dict[str, Any], title: str) -> str:
     """A plain-text table of :func:`probe`'s summary, Wilson intervals on the shares."""
-    from mfs_core.demo.evaluate import wilson_interval
+    from mfs_core.demo.evaluate import share_row
 
-    def share(label: str, k: int, n: int) -> str:
-        lo, hi = wilson_interval(k, n)
-        return f"{label:<34} {100 * k / n:>6.1f}% {f'{100 * lo:.1f}-{100 * hi:.1f}':>12} {f'{k}/{n}':>9}"
-
-    rows = [title, f"{'measure':<34} {'share':>7} {'95% CI':>12} {'count':>9}",
-            share("flagged after a right step", *summary["flagged_right"]),
-            share("flagged after a wrong step", *summary["flagged_wrong"])]
-    rows += [share(f"  flagged after a wrong {kind}", *tally) for kind, tally in summary["flagged_wrong_by_kind"].items()]
+    rows = [title, f"{'measure':<28} {'share':>7} {'95% CI':>15} {'count':>9}",
+            share_row("flagged after a right step", *summary["flagged_right"]),
+            share_row("flagged after a wrong step", *summary["flagged_wrong"])]
+    rows += [share_row(f"  flagged after a wrong {kind}", *tally) for kind, tally in summary["flagged_wrong_by_kind"].items()]
     rows.append(f"AUROC of F, right vs wrong prefixes: {summary['auroc_f']:.3f} (mean F {summary['mean_f_right']:.4f} "
                 f"vs {summary['mean_f_wrong']:.4f} nats/token)")
     return "\n".join(rows)
@@ -138,7 +134,7 @@ def format_probe(summary: dict[str, Any], title: str) -> str:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Command line: probe, print the table, optionally write JSON."""
-    from mfs_core.demo.evaluate import add_run_arguments, finish_run, load_backend
+    from mfs_core.demo.evaluate import add_run_arguments, finish_run, load_backend, parse_run_arguments
     from mfs_core.demo.problems_v2 import CHECK_STYLES, generate_problems
     from mfs_core.settings import MFSSettings
 
@@ -146,10 +142,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     add_run_arguments(parser, limit=60, limit_help="problems (each gives a right and a wrong prefix)", seed=99)
     parser.add_argument("--checks", choices=CHECK_STYLES, default="v2", help="check-line style of the prefixes")
     parser.add_argument("--samples", type=int, default=4, help="continuations per prefix")
-    parser.add_argument("--max-tokens", type=int, default=200)
-    args = parser.parse_args(argv)
-    if args.limit < 1:
-        parser.error(f"--limit must be >= 1, got {args.limit}")
+    args = parse_run_arguments(parser, argv)
     backend = load_backend(args.model, args.threads)
     settings = MFSSettings(model=args.model, device="cpu")
     start = time.perf_counter()
