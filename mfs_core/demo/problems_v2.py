@@ -2,7 +2,8 @@
 
 Each problem is a short story: a starting quantity (a number, or a product "N bags with
 M in each") followed by events that add to, take from, or multiply it, then a question:
-3-5 arithmetic operations in all (40% three, 40% four, 20% five), every intermediate
+3-5 arithmetic operations in all (40% three, 40% four, 20% five: :data:`OPERATION_WEIGHTS`;
+``operation_weights`` draws other lengths, up to :data:`MAX_OPERATIONS`), every intermediate
 result in 0-99 (additions and subtractions of 2-30, multiplications by 2-5; a product start
 is 2-9 times 2-12), the first demo model's number range with one to three more operations.
 The v2 model is trained from the v1 weights (``train_v2 --init-from``), so it starts out
@@ -52,7 +53,9 @@ from dataclasses import dataclass
 __all__ = [
     "ASSISTANT_PREFIX",
     "END_MARKER",
+    "MAX_OPERATIONS",
     "MAX_VALUE",
+    "OPERATION_WEIGHTS",
     "Operation",
     "CHECK_STYLES",
     "RECOVERY_WORDINGS",
@@ -95,6 +98,10 @@ CHECK_STYLES = ("v2", "compare", "difference")
 RESTATE_TEMPLATES = ["Start: {a}", "At first there are {a} {obj}.", "Start with {a} {obj}."]
 
 MAX_VALUE = 99
+MAX_OPERATIONS = 7
+OPERATION_WEIGHTS = {3: 4, 4: 4, 5: 2}
+"""Operations per problem and their relative weights when none is given: the v2 model's
+data and held-out set (3-5 operations). ``train_v2 --operations`` draws others (v3: up to 6)."""
 MAX_MULTIPLICAND = 49
 MAX_AMOUNT = 30
 SYMBOLS = {"add": "+", "sub": "-", "mul": "*"}
@@ -151,24 +158,34 @@ def _render(template: str, **fields: object) -> str:
     return text[0].upper() + text[1:]
 
 
-def generate_problem(rng: random.Random, num_operations: int | None = None) -> WordProblem:
+def generate_problem(
+    rng: random.Random, num_operations: int | None = None, operation_weights: dict[int, float] | None = None
+) -> WordProblem:
     """Generate one word problem.
 
     Args:
         rng: the random source (the only one used).
-        num_operations: arithmetic operations in the problem, 1-5; drawn (3: 40%,
-            4: 40%, 5: 20%) when None.
+        num_operations: arithmetic operations in the problem, 1-:data:`MAX_OPERATIONS`;
+            drawn from ``operation_weights`` when None.
+        operation_weights: relative weight of each number of operations (default
+            :data:`OPERATION_WEIGHTS`, v2's 3: 40%, 4: 40%, 5: 20%).
 
     Returns:
         The problem with its reference solution.
 
     Raises:
-        ValueError: if ``num_operations`` is outside 1-5.
+        ValueError: if ``num_operations`` (or a key of ``operation_weights``) is outside
+            1-:data:`MAX_OPERATIONS`.
     """
     if num_operations is None:
-        num_operations = rng.choices([3, 4, 5], weights=[4, 4, 2])[0]
-    if not 1 <= num_operations <= 5:
-        msg = f"num_operations must be in 1..5, got {num_operations!r}"
+        weights = operation_weights or OPERATION_WEIGHTS
+        bad = [k for k in weights if not 1 <= k <= MAX_OPERATIONS]
+        if bad:
+            msg = f"operation_weights keys must be in 1..{MAX_OPERATIONS}, got {bad[0]!r}"
+            raise ValueError(msg)
+        num_operations = rng.choices(list(weights), weights=list(weights.values()))[0]
+    if not 1 <= num_operations <= MAX_OPERATIONS:
+        msg = f"num_operations must be in 1..{MAX_OPERATIONS}, got {num_operations!r}"
         raise ValueError(msg)
     name = rng.choice(NAMES)
     obj, box = rng.choice(OBJECTS)
@@ -325,11 +342,14 @@ def write_solution(
 
 
 def generate_problems(
-    count: int, seed: int, exclude: set[str] | frozenset[str] = frozenset()
+    count: int, seed: int, exclude: set[str] | frozenset[str] = frozenset(),
+    operation_weights: dict[int, float] | None = None,
 ) -> list[WordProblem]:
-    """``count`` distinct v2 problems whose questions are not in ``exclude`` (seeded by ``seed``).
+    """``count`` distinct v2 problems whose questions are not in ``exclude`` (seeded by ``seed``),
+    their lengths drawn from ``operation_weights`` (default :data:`OPERATION_WEIGHTS`).
 
     The loop of :func:`mfs_core.demo.problems.generate_problems` with this module's
     :func:`generate_problem`; :func:`write_heldout` is v1's too.
     """
-    return problems_v1.generate_problems(count, seed, exclude, generate=generate_problem)
+    return problems_v1.generate_problems(
+        count, seed, exclude, generate=lambda rng: generate_problem(rng, operation_weights=operation_weights))

@@ -52,7 +52,8 @@ from mfs_core.demo import problems as problems_v1
 from mfs_core.demo import train as train_v1
 from mfs_core.demo.formats import Conversation, copy_example, plain_example, rag_example, tool_example
 from mfs_core.demo.problems_v2 import (
-    ASSISTANT_PREFIX, END_MARKER, CHECK_STYLES, generate_problem, generate_problems, write_heldout,
+    ASSISTANT_PREFIX, END_MARKER, CHECK_STYLES, MAX_OPERATIONS, OPERATION_WEIGHTS, generate_problem,
+    generate_problems, write_heldout,
 )
 
 logger = logging.getLogger(__name__)
@@ -173,21 +174,25 @@ def render_prompt(tokenizer, conversation: Conversation) -> str:
 
 def draw_example(kind: str, rng: random.Random, heldout: frozenset[str], slip_rate: float,
                  short_rate: float = 0.0, novel_rate: float = 0.0, first_turn_share: float = 0.0,
-                 rag_restate: bool = False, checks: str = "v2") -> Conversation:
+                 rag_restate: bool = False, checks: str = "v2",
+                 operation_weights: dict[int, float] | None = None) -> Conversation:
     """One training conversation of ``kind`` (``plain``, ``rag``, ``tool``), never a held-out question.
 
     ``short_rate``: share of plain and RAG problems with only 1-2 operations (the held-out
     distribution has 3-5), so short questions are in the training distribution too.
     ``novel_rate`` and ``first_turn_share`` go to :func:`~mfs_core.demo.formats.tool_example`,
     ``rag_restate`` to :func:`~mfs_core.demo.formats.rag_example` (``restate``), ``checks``
-    to :func:`~mfs_core.demo.problems_v2.write_solution`.
+    to :func:`~mfs_core.demo.problems_v2.write_solution`, ``operation_weights`` (the
+    lengths of the other plain and RAG problems) to
+    :func:`~mfs_core.demo.problems_v2.generate_problem`.
     """
     if kind == "tool":
         return tool_example(rng, novel_rate, first_turn_share, checks)
     if kind == "copy":
         return copy_example(rng)
     while True:
-        problem = generate_problem(rng, num_operations=rng.choice([1, 2]) if short_rate and rng.random() < short_rate else None)
+        problem = generate_problem(rng, num_operations=rng.choice([1, 2]) if short_rate and rng.random() < short_rate else None,
+                                   operation_weights=operation_weights)
         if problem.question not in heldout:
             break
     if kind == "plain":
@@ -227,7 +232,8 @@ def collate(tokenizer, rows: list[tuple[list[int], list[int]]]):
 def make_batch(tokenizer, rng: random.Random, heldout: frozenset[str], batch_tokens: int, max_length: int,
                slip_rate: float, short_rate: float = 0.0, max_examples: int = 256,
                kind_weights: dict[str, float] | None = None, novel_rate: float = 0.0,
-               first_turn_share: float = 0.0, rag_restate: bool = False, checks: str = "v2"):
+               first_turn_share: float = 0.0, rag_restate: bool = False, checks: str = "v2",
+               operation_weights: dict[int, float] | None = None):
     """One batch of a drawn kind (``kind_weights``, default :data:`KIND_WEIGHTS`) holding at
     most ``batch_tokens`` padded tokens."""
     weights = kind_weights or KIND_WEIGHTS
@@ -236,7 +242,8 @@ def make_batch(tokenizer, rng: random.Random, heldout: frozenset[str], batch_tok
     width = 0
     while len(rows) < max_examples:
         row = encode_example(tokenizer, draw_example(kind, rng, heldout, slip_rate, short_rate, novel_rate,
-                                                       first_turn_share, rag_restate, checks), max_length)
+                                                       first_turn_share, rag_restate, checks, operation_weights),
+                             max_length)
         new_width = max(width, len(row[0]))
         if rows and new_width * (len(rows) + 1) > batch_tokens:
             break
@@ -267,6 +274,9 @@ def main(argv: list[str] | None = None) -> dict:
                         help="share of plain and RAG problems with 1-2 operations (held-out ones have 3-5)")
     parser.add_argument("--kind-weights", default=None,
                         help="steps per kind, e.g. 'plain=30,rag=35,tool=35' (default: %s)" % KIND_WEIGHTS)
+    parser.add_argument("--operations", default=None,
+                        help="operations per plain and RAG problem (and the held-out set) with their weights, "
+                             "e.g. '3=1,4=2,5=3,6=4' (default: %s, v2's)" % OPERATION_WEIGHTS)
     parser.add_argument("--novel-tool-rate", type=float, default=0.0,
                         help="share of tool names made up (formats.novel_name), so names are copied from the schema")
     parser.add_argument("--first-call-share", type=float, default=0.0,
@@ -286,6 +296,14 @@ def main(argv: list[str] | None = None) -> dict:
 
     import torch
 
+    operation_weights = None
+    if args.operations:
+        try:
+            operation_weights = {int(k): float(v) for k, v in (item.split("=") for item in args.operations.split(","))}
+        except ValueError:
+            parser.error(f"--operations {args.operations!r}: expected 'N=WEIGHT,...', e.g. '3=1,4=2,5=3,6=4'")
+        if not all(1 <= k <= MAX_OPERATIONS and w >= 0 for k, w in operation_weights.items()):
+            parser.error(f"--operations {args.operations!r}: operations must be in 1..{MAX_OPERATIONS}, weights >= 0")
     kind_weights = None
     if args.kind_weights:
         kind_weights = {k: float(v) for k, v in (item.split("=") for item in args.kind_weights.split(","))}
@@ -294,10 +312,12 @@ def main(argv: list[str] | None = None) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    heldout = generate_problems(HELDOUT_SIZE, seed=HELDOUT_SEED)
-    # Neither v2's held-out questions nor v1's (regenerated: same seed and size) are trained on.
+    heldout = generate_problems(HELDOUT_SIZE, seed=HELDOUT_SEED, operation_weights=operation_weights)
+    # Neither this run's held-out questions nor v2's nor v1's (regenerated: same seed and size)
+    # are trained on.
+    v2_heldout = generate_problems(HELDOUT_SIZE, seed=HELDOUT_SEED)
     v1_heldout = problems_v1.generate_problems(HELDOUT_SIZE, seed=HELDOUT_SEED)
-    heldout_questions = frozenset(p.question for p in heldout) | {p.question for p in v1_heldout}
+    heldout_questions = frozenset(p.question for p in heldout + v2_heldout) | {p.question for p in v1_heldout}
     if args.heldout is not None:
         write_heldout(args.heldout, heldout)
     corpus_rng = random.Random(args.seed + 1)
@@ -336,7 +356,7 @@ def main(argv: list[str] | None = None) -> dict:
         kind, (input_ids, attention, labels) = make_batch(
             tokenizer, rng, heldout_questions, args.batch_tokens, args.max_length, args.slip_rate, args.short_rate,
             kind_weights=kind_weights, novel_rate=args.novel_tool_rate, first_turn_share=args.first_call_share,
-            rag_restate=args.rag_restate, checks=args.checks)
+            rag_restate=args.rag_restate, checks=args.checks, operation_weights=operation_weights)
         loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -363,8 +383,9 @@ def main(argv: list[str] | None = None) -> dict:
         "batch_tokens": args.batch_tokens,
         "learning_rate": args.lr,
         "slip_rate": args.slip_rate,
-        "checks": args.checks,
         "short_rate": args.short_rate,
+        "operation_weights": operation_weights or OPERATION_WEIGHTS,
+        "checks": args.checks,
         "kind_weights": kind_weights or KIND_WEIGHTS,
         "novel_tool_rate": args.novel_tool_rate,
         "first_call_share": args.first_call_share,

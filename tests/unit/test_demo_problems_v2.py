@@ -150,7 +150,22 @@ def test_exclusion_and_heldout_shape(tmp_path):
 
 
 def test_operation_count_is_validated():
-    with pytest.raises(ValueError, match=r"num_operations must be in 1..5, got 6"):
-        generate_problem(random.Random(0), num_operations=6)
+    with pytest.raises(ValueError, match=r"num_operations must be in 1..7, got 8"):
+        generate_problem(random.Random(0), num_operations=8)
+    with pytest.raises(ValueError, match=r"operation_weights keys must be in 1..7, got 9"):
+        generate_problem(random.Random(0), operation_weights={3: 1, 9: 1})
     assert len(generate_problem(random.Random(0), num_operations=1).operations) == 1
     assert ASSISTANT_PREFIX == "The reasoning steps are:\n\n"
+
+
+def test_operation_weights_set_problem_lengths_and_keep_every_total_in_range():
+    # v2's default (3: 40%, 4: 40%, 5: 20%) reproduces the shipped held-out set's first question.
+    first = generate_problems(1, seed=20260521)[0]
+    assert generate_problems(1, seed=20260521, operation_weights={3: 4, 4: 4, 5: 2})[0] == first
+    problems = generate_problems(400, seed=3, operation_weights={6: 1, 7: 1})
+    lengths = [len(p.operations) for p in problems]
+    assert set(lengths) == {6, 7} and 150 < lengths.count(6) < 250
+    for problem in problems:
+        assert all(0 <= op.result <= 99 for op in problem.operations)
+        assert problem.solution.count("\nCheck: ") == len(problem.operations)
+        assert problem.answer == problem.operations[-1].result
