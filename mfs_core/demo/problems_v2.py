@@ -53,6 +53,7 @@ from dataclasses import dataclass
 __all__ = [
     "ASSISTANT_PREFIX",
     "END_MARKER",
+    "MAX_AMOUNT",
     "MAX_OPERATIONS",
     "MAX_VALUE",
     "OPERATION_WEIGHTS",
@@ -102,7 +103,6 @@ MAX_OPERATIONS = 7
 OPERATION_WEIGHTS = {3: 4, 4: 4, 5: 2}
 """Operations per problem and their relative weights when none is given: the v2 model's
 data and held-out set (3-5 operations). ``train_v2 --operations`` draws others (v3: up to 6)."""
-MAX_MULTIPLICAND = 49
 MAX_AMOUNT = 30
 SYMBOLS = {"add": "+", "sub": "-", "mul": "*"}
 INVERSE = {"add": "-", "sub": "+", "mul": "/"}
@@ -159,7 +159,8 @@ def _render(template: str, **fields: object) -> str:
 
 
 def generate_problem(
-    rng: random.Random, num_operations: int | None = None, operation_weights: dict[int, float] | None = None
+    rng: random.Random, num_operations: int | None = None, operation_weights: dict[int, float] | None = None,
+    max_value: int = MAX_VALUE, max_amount: int = MAX_AMOUNT,
 ) -> WordProblem:
     """Generate one word problem.
 
@@ -169,6 +170,9 @@ def generate_problem(
             drawn from ``operation_weights`` when None.
         operation_weights: relative weight of each number of operations (default
             :data:`OPERATION_WEIGHTS`, v2's 3: 40%, 4: 40%, 5: 20%).
+        max_value: the largest running total (v2: 99); a plain start is drawn from
+            5-``60 * max_value // 99``, multiplications apply to totals up to ``max_value // 2``.
+        max_amount: the largest amount added or taken away (v2: 30).
 
     Returns:
         The problem with its reference solution.
@@ -177,6 +181,9 @@ def generate_problem(
         ValueError: if ``num_operations`` (or a key of ``operation_weights``) is outside
             1-:data:`MAX_OPERATIONS`.
     """
+    if not (9 <= max_value <= 999 and 2 <= max_amount <= max_value // 2):
+        msg = f"max_value must be in 9..999 and max_amount in 2..max_value // 2, got {max_value!r} and {max_amount!r}"
+        raise ValueError(msg)
     if num_operations is None:
         weights = operation_weights or OPERATION_WEIGHTS
         bad = [k for k in weights if not 1 <= k <= MAX_OPERATIONS]
@@ -195,31 +202,31 @@ def generate_problem(
     start: int | None = None
     if num_operations >= 2 and rng.random() < 0.35:
         a = rng.randint(2, 9)
-        b = rng.randint(2, min(12, MAX_VALUE // a))
+        b = rng.randint(2, min(12, max_value // a))
         value = a * b
         sentences.append(_render(rng.choice(START_PRODUCT_TEMPLATES), name=name, a=a, b=b, obj=obj))
         operations.append(Operation("mul", a, b, value))
         ops_left -= 1
     else:
-        value = start = rng.randint(5, 60)
+        value = start = rng.randint(5, 60 * max_value // 99)
         sentences.append(_render(rng.choice(START_TEMPLATES), name=name, a=value, obj=obj, box=box))
     for _ in range(ops_left):
-        weights = [4, 4 if value >= 4 else 0, 2 if 2 <= value <= MAX_MULTIPLICAND else 0]
-        if value > MAX_VALUE - 2:
+        weights = [4, 4 if value >= 4 else 0, 2 if 2 <= value <= max_value // 2 else 0]
+        if value > max_value - 2:
             weights[0] = 0
         kind = rng.choices(["add", "sub", "mul"], weights=weights)[0]
         if kind == "add":
-            k = rng.randint(2, min(MAX_AMOUNT, MAX_VALUE - value))
+            k = rng.randint(2, min(max_amount, max_value - value))
             sentences.append(_render(rng.choice(ADD_TEMPLATES), name=name, k=k, obj=obj, box=box))
             operations.append(Operation("add", value, k, value + k))
             value += k
         elif kind == "sub":
-            k = rng.randint(2, min(MAX_AMOUNT, value - 1))
+            k = rng.randint(2, min(max_amount, value - 1))
             sentences.append(_render(rng.choice(SUB_TEMPLATES), name=name, k=k, obj=obj, box=box))
             operations.append(Operation("sub", value, k, value - k))
             value -= k
         else:
-            k = rng.randint(2, min(5, MAX_VALUE // value))
+            k = rng.randint(2, min(5, max_value // value))
             if k == 2 and rng.random() < 0.4:
                 template = rng.choice(DOUBLE_TEMPLATES)
             elif k == 3 and rng.random() < 0.4:
@@ -286,7 +293,7 @@ def _slip(op: Operation, rng: random.Random, downward: bool = False) -> int:
         candidates = [op.result - op.right] if downward else [op.result + op.right, op.result - op.right]
     else:
         candidates = [op.result + d for d in ((-1, -10, -2) if downward else (1, -1, 10, -10, 2, -2))]
-    candidates = [c for c in candidates if 0 <= c <= MAX_VALUE + MAX_AMOUNT and c != op.result
+    candidates = [c for c in candidates if c >= 0 and c != op.result
                   and (op.kind != "add" or c - op.right >= 0)]
     return rng.choice(candidates)
 
@@ -343,13 +350,16 @@ def write_solution(
 
 def generate_problems(
     count: int, seed: int, exclude: set[str] | frozenset[str] = frozenset(),
-    operation_weights: dict[int, float] | None = None,
+    operation_weights: dict[int, float] | None = None, max_value: int = MAX_VALUE, max_amount: int = MAX_AMOUNT,
 ) -> list[WordProblem]:
     """``count`` distinct v2 problems whose questions are not in ``exclude`` (seeded by ``seed``),
-    their lengths drawn from ``operation_weights`` (default :data:`OPERATION_WEIGHTS`).
+    their lengths drawn from ``operation_weights`` (default :data:`OPERATION_WEIGHTS`), their
+    numbers bounded by ``max_value`` and ``max_amount`` (:func:`generate_problem`).
 
     The loop of :func:`mfs_core.demo.problems.generate_problems` with this module's
     :func:`generate_problem`; :func:`write_heldout` is v1's too.
     """
     return problems_v1.generate_problems(
-        count, seed, exclude, generate=lambda rng: generate_problem(rng, operation_weights=operation_weights))
+        count, seed, exclude,
+        generate=lambda rng: generate_problem(rng, operation_weights=operation_weights, max_value=max_value,
+                                              max_amount=max_amount))

@@ -52,7 +52,7 @@ from mfs_core.demo import problems as problems_v1
 from mfs_core.demo import train as train_v1
 from mfs_core.demo.formats import Conversation, copy_example, plain_example, rag_example, tool_example
 from mfs_core.demo.problems_v2 import (
-    ASSISTANT_PREFIX, END_MARKER, CHECK_STYLES, MAX_OPERATIONS, OPERATION_WEIGHTS, generate_problem,
+    ASSISTANT_PREFIX, END_MARKER, CHECK_STYLES, MAX_AMOUNT, MAX_OPERATIONS, MAX_VALUE, OPERATION_WEIGHTS, generate_problem,
     generate_problems, write_heldout,
 )
 
@@ -175,16 +175,16 @@ def render_prompt(tokenizer, conversation: Conversation) -> str:
 def draw_example(kind: str, rng: random.Random, heldout: frozenset[str], slip_rate: float,
                  short_rate: float = 0.0, novel_rate: float = 0.0, first_turn_share: float = 0.0,
                  rag_restate: bool = False, checks: str = "v2",
-                 operation_weights: dict[int, float] | None = None) -> Conversation:
+                 problem_options: dict[str, Any] | None = None) -> Conversation:
     """One training conversation of ``kind`` (``plain``, ``rag``, ``tool``), never a held-out question.
 
     ``short_rate``: share of plain and RAG problems with only 1-2 operations (the held-out
     distribution has 3-5), so short questions are in the training distribution too.
     ``novel_rate`` and ``first_turn_share`` go to :func:`~mfs_core.demo.formats.tool_example`,
     ``rag_restate`` to :func:`~mfs_core.demo.formats.rag_example` (``restate``), ``checks``
-    to :func:`~mfs_core.demo.problems_v2.write_solution`, ``operation_weights`` (the
-    lengths of the other plain and RAG problems) to
-    :func:`~mfs_core.demo.problems_v2.generate_problem`.
+    to :func:`~mfs_core.demo.problems_v2.write_solution`, ``problem_options``
+    (``operation_weights``, ``max_value``, ``max_amount``: the lengths and numbers of the
+    plain and RAG problems) to :func:`~mfs_core.demo.problems_v2.generate_problem`.
     """
     if kind == "tool":
         return tool_example(rng, novel_rate, first_turn_share, checks)
@@ -192,7 +192,7 @@ def draw_example(kind: str, rng: random.Random, heldout: frozenset[str], slip_ra
         return copy_example(rng)
     while True:
         problem = generate_problem(rng, num_operations=rng.choice([1, 2]) if short_rate and rng.random() < short_rate else None,
-                                   operation_weights=operation_weights)
+                                   **(problem_options or {}))
         if problem.question not in heldout:
             break
     if kind == "plain":
@@ -233,7 +233,7 @@ def make_batch(tokenizer, rng: random.Random, heldout: frozenset[str], batch_tok
                slip_rate: float, short_rate: float = 0.0, max_examples: int = 256,
                kind_weights: dict[str, float] | None = None, novel_rate: float = 0.0,
                first_turn_share: float = 0.0, rag_restate: bool = False, checks: str = "v2",
-               operation_weights: dict[int, float] | None = None):
+               problem_options: dict[str, Any] | None = None):
     """One batch of a drawn kind (``kind_weights``, default :data:`KIND_WEIGHTS`) holding at
     most ``batch_tokens`` padded tokens."""
     weights = kind_weights or KIND_WEIGHTS
@@ -242,7 +242,7 @@ def make_batch(tokenizer, rng: random.Random, heldout: frozenset[str], batch_tok
     width = 0
     while len(rows) < max_examples:
         row = encode_example(tokenizer, draw_example(kind, rng, heldout, slip_rate, short_rate, novel_rate,
-                                                       first_turn_share, rag_restate, checks, operation_weights),
+                                                       first_turn_share, rag_restate, checks, problem_options),
                              max_length)
         new_width = max(width, len(row[0]))
         if rows and new_width * (len(rows) + 1) > batch_tokens:
@@ -277,6 +277,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--operations", default=None,
                         help="operations per plain and RAG problem (and the held-out set) with their weights, "
                              "e.g. '3=1,4=2,5=3,6=4' (default: %s, v2's)" % OPERATION_WEIGHTS)
+    parser.add_argument("--max-value", type=int, default=MAX_VALUE,
+                        help="largest running total of plain and RAG problems (default: %(default)s, v2's)")
+    parser.add_argument("--max-amount", type=int, default=MAX_AMOUNT,
+                        help="largest amount added or taken away (default: %(default)s)")
     parser.add_argument("--novel-tool-rate", type=float, default=0.0,
                         help="share of tool names made up (formats.novel_name), so names are copied from the schema")
     parser.add_argument("--first-call-share", type=float, default=0.0,
@@ -312,7 +316,12 @@ def main(argv: list[str] | None = None) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    heldout = generate_problems(HELDOUT_SIZE, seed=HELDOUT_SEED, operation_weights=operation_weights)
+    problem_options = {"operation_weights": operation_weights, "max_value": args.max_value,
+                       "max_amount": args.max_amount}
+    try:
+        heldout = generate_problems(HELDOUT_SIZE, seed=HELDOUT_SEED, **problem_options)
+    except ValueError as error:
+        parser.error(f"--max-value/--max-amount: {error}")
     # Neither this run's held-out questions nor v2's nor v1's (regenerated: same seed and size)
     # are trained on.
     v2_heldout = generate_problems(HELDOUT_SIZE, seed=HELDOUT_SEED)
@@ -356,7 +365,7 @@ def main(argv: list[str] | None = None) -> dict:
         kind, (input_ids, attention, labels) = make_batch(
             tokenizer, rng, heldout_questions, args.batch_tokens, args.max_length, args.slip_rate, args.short_rate,
             kind_weights=kind_weights, novel_rate=args.novel_tool_rate, first_turn_share=args.first_call_share,
-            rag_restate=args.rag_restate, checks=args.checks, operation_weights=operation_weights)
+            rag_restate=args.rag_restate, checks=args.checks, problem_options=problem_options)
         loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -385,6 +394,8 @@ def main(argv: list[str] | None = None) -> dict:
         "slip_rate": args.slip_rate,
         "short_rate": args.short_rate,
         "operation_weights": operation_weights or OPERATION_WEIGHTS,
+        "max_value": args.max_value,
+        "max_amount": args.max_amount,
         "checks": args.checks,
         "kind_weights": kind_weights or KIND_WEIGHTS,
         "novel_tool_rate": args.novel_tool_rate,

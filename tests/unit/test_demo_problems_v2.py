@@ -169,3 +169,15 @@ def test_operation_weights_set_problem_lengths_and_keep_every_total_in_range():
         assert all(0 <= op.result <= 99 for op in problem.operations)
         assert problem.solution.count("\nCheck: ") == len(problem.operations)
         assert problem.answer == problem.operations[-1].result
+
+
+def test_a_larger_number_range_keeps_totals_and_amounts_in_bounds():
+    problems = generate_problems(300, seed=5, max_value=199, max_amount=60)
+    assert max(p.answer for p in problems) > 99  # the range is used, not only allowed
+    for problem in problems:
+        for op in problem.operations:
+            assert 0 <= op.result <= 199
+            if op.kind in ("add", "sub") and op is not problem.operations[0]:
+                assert 2 <= op.right <= 60
+    with pytest.raises(ValueError, match=r"max_value must be in 9..999 and max_amount in 2..max_value // 2, got 199 and 150"):
+        generate_problem(random.Random(0), max_value=199, max_amount=150)
