@@ -219,7 +219,9 @@ class MFSSettings(BaseSettings):
     )
     max_step_tokens: int = Field(default=64, ge=1, le=65536, description="Most tokens of one step (tokens).")
     max_answer_tokens: int = Field(
-        default=256, ge=1, le=65536, description="Most tokens of a foresight rollout or a completion (tokens)."
+        default=512, ge=1, le=65536,
+        description="Most tokens of a foresight rollout or a completion (tokens; 512 holds the demo model's longest "
+        "solutions, about 330 tokens, and a typical GSM8K chain of thought).",
     )
 
     # --- MFS (MFS_SPEC.md) -------------------------------------------------------------

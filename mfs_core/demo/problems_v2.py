@@ -60,6 +60,7 @@ __all__ = [
     "Operation",
     "CHECK_STYLES",
     "RECOVERY_WORDINGS",
+    "SHIPPED_PROBLEMS",
     "WordProblem",
     "answer_line",
     "check_line",
@@ -103,6 +104,11 @@ MAX_OPERATIONS = 7
 OPERATION_WEIGHTS = {3: 4, 4: 4, 5: 2}
 """Operations per problem and their relative weights when none is given: the v2 model's
 data and held-out set (3-5 operations). ``train_v2 --operations`` draws others (v3: up to 6)."""
+SHIPPED_PROBLEMS = {"operation_weights": {3: 1, 4: 2, 5: 3, 6: 4}, "max_value": 199, "max_amount": 60}
+"""The shipped (v3) demo model's plain and RAG problems and its held-out set
+(``heldout.json``): 3-6 operations (10/20/30/40%), totals up to 199, amounts up to 60, i.e.
+``train_v2 --operations 3=1,4=2,5=3,6=4 --max-value 199 --max-amount 60``; the keyword
+arguments of :func:`generate_problems`."""
 MAX_AMOUNT = 30
 SYMBOLS = {"add": "+", "sub": "-", "mul": "*"}
 INVERSE = {"add": "-", "sub": "+", "mul": "/"}

@@ -1,4 +1,5 @@
-"""The shipped demo model (v2: trained by ``train_v2`` from the v1 weights ``train`` makes) and the v1 training script."""
+"""The shipped demo model (v3: four ``train_v2`` phases from the v2 weights, which ``train_v2`` made from the
+v1 weights ``train`` makes; ``MODEL_CARD.md``) and the v1 training script."""
 
 from __future__ import annotations
 
@@ -55,9 +56,9 @@ def test_shipped_model_loads_and_is_small(demo_backend):
 
 
 def test_heldout_set_ships_and_is_disjoint_from_training():
-    from mfs_core.demo.problems_v2 import generate_problems
+    from mfs_core.demo.problems_v2 import SHIPPED_PROBLEMS, generate_problems
     from mfs_core.demo.train_v2 import HELDOUT_SEED, HELDOUT_SIZE
 
     records = json.loads(HELDOUT.read_text())
     assert len(records) == HELDOUT_SIZE
-    assert records == [{"input": p.question, "target": float(p.answer)} for p in generate_problems(HELDOUT_SIZE, seed=HELDOUT_SEED)]
+    assert records == [{"input": p.question, "target": float(p.answer)} for p in generate_problems(HELDOUT_SIZE, seed=HELDOUT_SEED, **SHIPPED_PROBLEMS)]

@@ -15,7 +15,7 @@ from tests.tool_model import requires_tool_model
 
 pytestmark = [requires_tool_model, pytest.mark.slow]
 
-# Left to decide (tool_choice="auto"), the v2 demo model opens a call but names the arithmetic
+# Left to decide (tool_choice="auto"), the demo model (v2, v3) opens a call but names the arithmetic
 # tools it was trained on rather than the schema's ("calc", "add_numbers"); the engine keeps
 # the name to the bound tools (the constrain_tool_names setting, TriggeredChoice), and the
 # model writes the operands and answers from the result.

@@ -102,7 +102,7 @@ def test_resume_extends_to_more_questions_and_refuses_another_run(tmp_path: Path
     run_bench(engine, _demo_set(limit=2), parse_methods("cot"), tmp_path)
     # An untimed warm-up decode (8 tokens), then both questions in one generate call.
     assert backend.num_calls == 2
-    assert [(len(call), call[0].max_tokens) for call in backend.calls] == [(1, 8), (2, 256)]
+    assert [(len(call), call[0].max_tokens) for call in backend.calls] == [(1, 8), (2, 512)]
     records = run_bench(engine, _demo_set(), parse_methods("cot"), tmp_path, warmup=False)
     assert [r["index"] for r in records] == [0, 1, 2, 3]
     assert len(backend.requests) == 1 + 4  # questions 2 and 3 only were added

@@ -120,7 +120,7 @@ def test_metadata_comes_from_the_loaded_model_and_settings(backend: ScriptedBack
     assert metadata.num_output == 40
     assert metadata.is_chat_model is True
     assert metadata.is_function_calling_model is False
-    assert MFSLLM(engine=make_engine(backend)).metadata.num_output == 256  # the settings default
+    assert MFSLLM(engine=make_engine(backend)).metadata.num_output == 512  # the settings default
     assert backend.calls == []  # reading metadata samples nothing
 
 
