@@ -32,7 +32,7 @@ class TriggeredChoice:
     The text is the prompt followed by what has been generated; after a whole choice the
     sampling is free again, until the trigger occurs again. This is how tool calls are
     kept to the declared tools (``trigger='<tool_call>\\n{"name": "'``, ``choices`` the
-    tool names each closed by ``"``), as llama.cpp's lazy tool-call grammars and vLLM's
+    tool names each closed by ``", "arguments": ``), as llama.cpp's lazy tool-call grammars and vLLM's
     structural tags with triggers do.
 
     Attributes:

@@ -156,8 +156,11 @@ class ToolRequest:
         """The constraint that keeps a call's name to the tools the prompt shows, or None.
 
         For the ``hermes`` format: wherever the text reaches ``<tool_call>\n{"name": "``, the
-        name written is one of :meth:`prompt_tools`' names, closed by ``"`` (llama.cpp's lazy
-        tool-call grammar, vLLM's structural tag with a trigger). None for other formats,
+        name written is one of :meth:`prompt_tools`' names, closed by ``", "arguments": ``
+        (the call's fixed JSON up to its arguments, as the ``begin`` of vLLM's structural tag
+        for a Hermes call and llama.cpp's lazy tool-call grammar fix it; a model that knows
+        the format but not the name would otherwise close the object wrongly, e.g.
+        ``"magic_function": "arguments"``). None for other formats,
         for ``"none"`` and for no tools. The backends that honour it: see
         :class:`~mfs_core.types.GenerationRequest`.
 
@@ -167,7 +170,7 @@ class ToolRequest:
         shown = self.prompt_tools()
         if parser != "hermes" or not shown:
             return None
-        return TriggeredChoice('<tool_call>\n{"name": "', tuple(f'{tool["function"]["name"]}"' for tool in shown))
+        return TriggeredChoice('<tool_call>\n{"name": "', tuple(f'{tool["function"]["name"]}", "arguments": ' for tool in shown))
 
     def prompt_tools(self) -> list[dict[str, Any]] | None:
         """The tools rendered into the prompt: none for ``"none"``, only the forced one for

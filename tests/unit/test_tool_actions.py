@@ -155,8 +155,8 @@ def test_name_choice_lists_the_shown_tools_for_the_hermes_format_only() -> None:
     from mfs_core.types import TriggeredChoice
 
     trigger = '<tool_call>\n{"name": "'
-    assert TOOLS.name_choice("hermes") == TriggeredChoice(trigger, ('add"', 'mul"'))
-    assert ToolRequest((ADD, MUL), ToolChoice("named", "mul")).name_choice("hermes") == TriggeredChoice(trigger, ('mul"',))
+    assert TOOLS.name_choice("hermes") == TriggeredChoice(trigger, ('add", "arguments": ', 'mul", "arguments": '))
+    assert ToolRequest((ADD, MUL), ToolChoice("named", "mul")).name_choice("hermes") == TriggeredChoice(trigger, ('mul", "arguments": ',))
     assert ToolRequest((ADD, MUL), ToolChoice("none")).name_choice("hermes") is None
     assert TOOLS.name_choice("mistral") is None and TOOLS.name_choice("llama3_json") is None
 
