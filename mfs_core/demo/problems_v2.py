@@ -185,16 +185,17 @@ def generate_problem(
 
     Raises:
         ValueError: if ``num_operations`` (or a key of ``operation_weights``) is outside
-            1-:data:`MAX_OPERATIONS`.
+            1-:data:`MAX_OPERATIONS`, a weight is negative, or ``max_value`` / ``max_amount``
+            are outside 9-999 / 2-``max_value // 2``.
     """
     if not (9 <= max_value <= 999 and 2 <= max_amount <= max_value // 2):
         msg = f"max_value must be in 9..999 and max_amount in 2..max_value // 2, got {max_value!r} and {max_amount!r}"
         raise ValueError(msg)
     if num_operations is None:
         weights = operation_weights or OPERATION_WEIGHTS
-        bad = [k for k in weights if not 1 <= k <= MAX_OPERATIONS]
+        bad = [k for k, w in weights.items() if not 1 <= k <= MAX_OPERATIONS or w < 0]
         if bad:
-            msg = f"operation_weights keys must be in 1..{MAX_OPERATIONS}, got {bad[0]!r}"
+            msg = f"operation_weights keys must be in 1..{MAX_OPERATIONS} with weights >= 0, got {bad[0]!r}"
             raise ValueError(msg)
         num_operations = rng.choices(list(weights), weights=list(weights.values()))[0]
     if not 1 <= num_operations <= MAX_OPERATIONS:

@@ -152,8 +152,10 @@ def test_exclusion_and_heldout_shape(tmp_path):
 def test_operation_count_is_validated():
     with pytest.raises(ValueError, match=r"num_operations must be in 1..7, got 8"):
         generate_problem(random.Random(0), num_operations=8)
-    with pytest.raises(ValueError, match=r"operation_weights keys must be in 1..7, got 9"):
+    with pytest.raises(ValueError, match=r"operation_weights keys must be in 1..7 with weights >= 0, got 9"):
         generate_problem(random.Random(0), operation_weights={3: 1, 9: 1})
+    with pytest.raises(ValueError, match=r"weights >= 0, got 4"):
+        generate_problem(random.Random(0), operation_weights={3: 1, 4: -1})
     assert len(generate_problem(random.Random(0), num_operations=1).operations) == 1
     assert ASSISTANT_PREFIX == "The reasoning steps are:\n\n"
 
