@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EQUATION", "QuestionStats", "add_run_arguments", "evaluate", "finish_run", "load_backend", "main",
-           "parse_run_arguments", "share_row", "step_is_right", "wilson_interval"]
+__all__ = ["EQUATION", "QuestionStats", "add_run_arguments", "evaluate", "finish_run", "load_backend",
+           "load_questions", "main", "parse_run_arguments", "save_questions", "share_row", "step_is_right",
+           "wilson_interval"]
 
 EQUATION = re.compile(r"(\d+)\s*([+\-*/])\s*(\d+)\s*=\s*(\d+)")
 """The first ``a op b = c`` of a line."""
@@ -95,21 +96,23 @@ def _mean_logprob(continuation: Any) -> float:
 
 def evaluate(backend: Any, prompts: list[str], targets: list[float], seed: int, samples: int = 16,
              temperature: float = 0.7, rollout_paths: int = 4, max_tokens: int = 384,
-             chunk: int = 8, progress: bool = True) -> list[QuestionStats]:
+             chunk: int = 8, progress: bool = True, first_index: int = 0) -> list[QuestionStats]:
     """The per-question statistics of ``prompts`` (rendered prompts, assistant prefix included).
 
     Args:
         backend: a :class:`~mfs_core.backends.transformers.TransformersBackend`.
         prompts: model prompts.
         targets: gold numeric answers.
-        seed: base seed; question i samples with seed ``seed + i`` and its rollouts with
-            seeds derived from it.
+        seed: base seed; question i samples with seed ``seed + first_index + i`` and its
+            rollouts with seeds derived from it.
         samples: sampled paths per question (16).
         temperature: sampling temperature of the paths and rollouts (0.7).
         rollout_paths: sampled paths per question whose steps get rollouts (F, V).
         max_tokens: token budget of every path and rollout.
         chunk: questions per batched ``generate`` call.
         progress: print one line per chunk.
+        first_index: position of ``prompts[0]`` in the whole held-out set, so that a run over
+            a slice (``--start``) samples exactly what a run over the whole set does.
 
     Returns:
         One :class:`QuestionStats` per prompt.
@@ -129,7 +132,7 @@ def evaluate(backend: Any, prompts: list[str], targets: list[float], seed: int, 
         for i in block:
             requests.append(GenerationRequest(prompts[i], n=1, max_tokens=max_tokens, greedy=True))
             requests.append(GenerationRequest(prompts[i], n=samples, max_tokens=max_tokens,
-                                              temperature=temperature, seed=seed + i))
+                                              temperature=temperature, seed=seed + first_index + i))
         outputs = backend.generate(requests)
         # Rollouts: one from the bare prompt and one after every non-final line of the first paths.
         rollout_requests: list[GenerationRequest] = []
@@ -137,7 +140,7 @@ def evaluate(backend: Any, prompts: list[str], targets: list[float], seed: int, 
         for q, i in enumerate(block):
             paths = outputs[2 * q + 1]
             rollout_requests.append(GenerationRequest(prompts[i], n=1, max_tokens=max_tokens,
-                                                      temperature=temperature, seed=seed + 1_000_003 * (i + 1)))
+                                                      temperature=temperature, seed=seed + 1_000_003 * (first_index + i + 1)))
             index.append((i, -1, -1))
             for p, path in enumerate(paths[:rollout_paths]):
                 lines = path.text.split("\n")
@@ -147,7 +150,7 @@ def evaluate(backend: Any, prompts: list[str], targets: list[float], seed: int, 
                     prefix = "\n".join(lines[: t + 1]) + "\n"
                     rollout_requests.append(GenerationRequest(
                         prompts[i] + prefix, n=1, max_tokens=max_tokens, temperature=temperature,
-                        seed=seed + 1_000_003 * (i + 1) + 1009 * (p + 1) + t + 1))
+                        seed=seed + 1_000_003 * (first_index + i + 1) + 1009 * (p + 1) + t + 1))
                     index.append((i, p, t))
         rollouts = backend.generate(rollout_requests) if rollout_requests else []
         foresight: dict[tuple[int, int, int], float] = {
@@ -330,15 +333,56 @@ def finish_run(summary: dict[str, Any], model: str, start: float, table: str, js
         json_path.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
 
 
+def save_questions(results: list[QuestionStats], path: Path) -> None:
+    """Write per-question statistics as JSON (a list of :class:`QuestionStats` fields), for
+    :func:`load_questions` and ``--merge``."""
+    from dataclasses import asdict
+
+    path.write_text(json.dumps([asdict(r) for r in results]) + "\n", encoding="utf-8")
+
+
+def load_questions(path: Path) -> list[QuestionStats]:
+    """Read what :func:`save_questions` wrote.
+
+    Raises:
+        OSError: ``path`` cannot be read; ValueError: it is not such a JSON list.
+    """
+    rows = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        return [QuestionStats(bool(r["greedy_right"]), bool(r["sc_right"]), bool(r["diverse_first_steps"]),
+                              [(bool(ok), float(f)) for ok, f in r["steps"]],
+                              [(bool(ok), [float(v) for v in values]) for ok, values in r["paths"]]) for r in rows]
+    except (KeyError, TypeError, ValueError) as error:
+        msg = f"{path} does not hold per-question statistics (written by --questions): {error}"
+        raise ValueError(msg) from None
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Command line: evaluate, print the table, optionally write JSON."""
+    """Command line: evaluate (or ``--merge`` saved slices), print the table, optionally write JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_run_arguments(parser, limit=500, limit_help="first N held-out problems", seed=0, max_tokens=384)
     parser.add_argument("--heldout", type=Path, default=None, help="held-out JSON (default: mfs_core/demo/heldout.json)")
     parser.add_argument("--samples", type=int, default=16)
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--rollout-paths", type=int, default=4)
+    parser.add_argument("--start", type=int, default=0,
+                        help="first problem of the slice (0-based); seeds are those of a run over the whole set")
+    parser.add_argument("--questions", type=Path, default=None, help="also write the per-question statistics here")
+    parser.add_argument("--merge", type=Path, nargs="+", default=None,
+                        help="summarize per-question files of slices (--questions) instead of running a model")
     args = parse_run_arguments(parser, argv)
+    if args.start < 0:
+        parser.error(f"--start must be >= 0, got {args.start}")
+    start = time.perf_counter()
+    if args.merge:
+        try:
+            results = [r for path in args.merge for r in load_questions(path)]
+        except (OSError, ValueError) as error:
+            parser.error(str(error))
+        summary = summarize(results, seed=args.seed)
+        title = f"{' + '.join(str(p) for p in args.merge)}, seed {args.seed}"
+        finish_run(summary, args.model, start, format_table(summary, title), args.json)
+        return summary
 
     from mfs_core.bench.datasets import demo_heldout_path
     from mfs_core.prompts import render_question
@@ -346,13 +390,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     backend = load_backend(args.model, args.threads)
     settings = MFSSettings(model=args.model, device="cpu")
-    records = json.loads((args.heldout or demo_heldout_path()).read_text(encoding="utf-8"))[: args.limit]
+    records = json.loads((args.heldout or demo_heldout_path()).read_text(encoding="utf-8"))
+    records = records[args.start : args.start + args.limit]
+    if not records:
+        parser.error(f"--start {args.start} is past the end of the held-out set")
     prompts = [render_question(r["input"], backend, settings) for r in records]
     targets = [float(r["target"]) for r in records]
     start = time.perf_counter()
     results = evaluate(backend, prompts, targets, seed=args.seed, samples=args.samples,
                        temperature=args.temperature, rollout_paths=args.rollout_paths,
-                       max_tokens=args.max_tokens, chunk=args.chunk)
+                       max_tokens=args.max_tokens, chunk=args.chunk, first_index=args.start)
+    if args.questions is not None:
+        save_questions(results, args.questions)
     summary = summarize(results, seed=args.seed)
     finish_run(summary, args.model, start, format_table(summary, f"{args.model}, seed {args.seed}"), args.json)
     return summary

@@ -95,7 +95,9 @@ RECOVERY_WORDINGS = [
     "Recompute:", "Again:", "Oops, once more:", "The line above is off; redo:",
 ]
 """What an exposing check line ends with under ``checks="compare"`` (drawn uniformly)."""
-CHECK_STYLES = ("v2", "compare", "difference")
+CHECK_STYLES = ("v2", "compare", "difference", "signed")
+"""Check-line styles (:func:`check_line`); ``"signed"`` writes ``"difference"`` lines, with
+slips drawn both ways (:func:`write_solution`)."""
 
 RESTATE_TEMPLATES = ["Start: {a}", "At first there are {a} {obj}.", "Start with {a} {obj}."]
 
@@ -265,6 +267,9 @@ def check_line(op: Operation, written: int | None = None, style: str = "v2") -> 
     ``Check: 149 - 57 = 92`` when it gives back the previous total, else
     ``Check: 152 - 57 = 95, not 92``. ``style="compare"``: ``Check: 149 - 57 = 92, was 92``,
     else ``Check: 152 - 57 = 95, was 92: wrong`` (the caller may append a wording).
+    ``style="difference"`` or ``"signed"``: ``Check: 149 - 57 = 92, 92 - 92 = 0``, else
+    ``Check: 147 - 57 = 90, 92 - 90 = 2: wrong``; after an upward slip the difference is
+    negative (``92 - 94 = -2: wrong``).
 
     Raises:
         ValueError: ``style`` not one of :data:`CHECK_STYLES`.
@@ -282,7 +287,7 @@ def check_line(op: Operation, written: int | None = None, style: str = "v2") -> 
     text = f"Check: {written} {INVERSE[op.kind]} {op.right} = {back}"
     if style == "compare":
         return f"{text}, was {op.left}" + ("" if back == op.left else ": wrong")
-    if style == "difference":
+    if style in ("difference", "signed"):
         return f"{text}, {op.left} - {back} = {op.left - back}" + ("" if back == op.left else ": wrong")
     return text if back == op.left else f"{text}, not {op.left}"
 
@@ -319,8 +324,10 @@ def write_solution(
         variants: draw a restated start and operand orders; False writes the canonical
             reference solution.
         checks: the check lines' form (:func:`check_line`): ``"v2"``, the shipped v2
-            model's data; ``"compare"`` (v3), whose exposing check also ends with one of
-            :data:`RECOVERY_WORDINGS`.
+            model's data; ``"compare"``, ``"difference"`` (v3's data: slips drawn
+            downward only, so the difference is positive) and ``"signed"`` (slips both
+            ways, negative differences after upward ones), whose exposing check also ends
+            with one of :data:`RECOVERY_WORDINGS`.
 
     Returns:
         ``(line, trained)`` pairs: ``trained`` is False only for the wrong line, which
@@ -342,10 +349,10 @@ def write_solution(
     for i, op in enumerate(problem.operations):
         swap = variants and op.kind != "sub" and rng.random() < 0.5
         if i == slip_at:
-            wrong = _slip(op, rng, downward=checks == "difference")
+            wrong = _slip(op, rng, downward=checks == "difference")  # "signed": both ways
             lines.append((equation(op, swap, wrong), False))
             check = check_line(op, wrong, checks)
-            if checks in ("compare", "difference"):
+            if checks in ("compare", "difference", "signed"):
                 check = f"{check}. {rng.choice(RECOVERY_WORDINGS)}"
             lines.append((check, True))
             swap = variants and op.kind != "sub" and rng.random() < 0.5

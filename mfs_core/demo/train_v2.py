@@ -269,8 +269,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--context-window", type=int, default=2048, help="max_position_embeddings (RoPE)")
     parser.add_argument("--slip-rate", type=float, default=0.15, help="share of solutions with one wrong step")
     parser.add_argument("--checks", choices=CHECK_STYLES, default="v2",
-                        help="check lines: 'v2' (', not N' after a slip), or 'compare' (', was N' always, "
-                             "': wrong.' and one of problems_v2.RECOVERY_WORDINGS after a slip)")
+                        help="check lines: 'v2' (', not N' after a slip), 'compare' (', was N' always, "
+                             "': wrong.' and one of problems_v2.RECOVERY_WORDINGS after a slip), 'difference' "
+                             "(', N - M = 0' always, slips downward), 'signed' (the same, slips both ways)")
     parser.add_argument("--short-rate", type=float, default=0.0,
                         help="share of plain and RAG problems with 1-2 operations (held-out ones have 3-5)")
     parser.add_argument("--kind-weights", default=None,

@@ -43,3 +43,31 @@ def test_summary_counts_and_separates():
     table = format_table(summary, "toy")
     assert "| greedy accuracy | 50.0% |" in table and "| AUROC of F, right vs wrong steps | 0.750 |" in table
     assert not math.isnan(summary["auroc_f"][1])
+
+
+def test_saved_slices_merge_into_the_summary_of_the_whole_run(tmp_path, capsys):
+    from mfs_core.demo.evaluate import load_questions, main, save_questions
+
+    first = [QuestionStats(True, True, True, steps=[(True, -0.1), (False, -0.5)], paths=[(True, [0.2, 0.4])])]
+    second = [QuestionStats(False, True, False, steps=[(True, -0.2), (False, -0.15)], paths=[(False, [-0.6])])]
+    save_questions(first, tmp_path / "a.json")
+    save_questions(second, tmp_path / "b.json")
+    assert load_questions(tmp_path / "b.json") == second
+    merged = main(["--merge", str(tmp_path / "a.json"), str(tmp_path / "b.json")])
+    whole = summarize(first + second)
+    assert merged["auroc_f"][0] == pytest.approx(0.75) == whole["auroc_f"][0]
+    # V: right paths (0.2 + 0.4) / 2 = 0.3, wrong paths -0.6: 0.3 - (-0.6) = 0.9.
+    assert merged["greedy"] == whole["greedy"] and merged["v_difference"][0] == pytest.approx(0.9)
+    assert "| greedy accuracy | 50.0% |" in capsys.readouterr().out
+
+
+def test_merge_of_a_file_that_is_not_per_question_statistics_is_a_one_line_error(tmp_path, capsys):
+    from mfs_core.demo.evaluate import main
+
+    (tmp_path / "summary.json").write_text('{"questions": 2}', encoding="utf-8")
+    with pytest.raises(SystemExit):
+        main(["--merge", str(tmp_path / "summary.json")])
+    assert "does not hold per-question statistics (written by --questions)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--start", "-1"])
+    assert "--start must be >= 0, got -1" in capsys.readouterr().err

@@ -96,7 +96,7 @@ def test_compare_checks_copy_the_value_to_give_back_and_a_slip_ends_with_a_drawn
     assert set(endings) == set(RECOVERY_WORDINGS)  # all twelve drawn in 400 slips
     v2 = write_solution(problem, random.Random(8), slip_rate=1.0)  # the default: the shipped v2 form
     assert all(", was " not in text for text, _ in v2)
-    with pytest.raises(ValueError, match="checks must be one of v2, compare, difference, got 'retry'"):
+    with pytest.raises(ValueError, match="checks must be one of v2, compare, difference, signed, got 'retry'"):
         write_solution(problem, rng, slip_rate=1.0, checks="retry")
 
 
@@ -116,6 +116,20 @@ def test_difference_checks_subtract_what_the_check_gives_back_and_slips_go_down(
         for text, _ in lines[at + 2 :]:
             if text.startswith("Check"):
                 assert text.endswith(" = 0")
+
+
+def test_signed_checks_write_difference_lines_and_slips_go_both_ways():
+    assert check_line(Operation("add", 92, 57, 149), written=151, style="signed") == (
+        "Check: 151 - 57 = 94, 92 - 94 = -2: wrong")
+    rng = random.Random(6)
+    differences = []
+    for problem in generate_problems(80, seed=12):
+        lines = write_solution(problem, rng, slip_rate=1.0, checks="signed")
+        at = next(i for i, (_, trained) in enumerate(lines) if not trained)
+        exposing, _, ending = lines[at + 1][0].partition(". ")
+        differences.append(int(re.search(r"= (-?\d+): wrong$", exposing).group(1)))
+        assert ending in RECOVERY_WORDINGS and re.search(r", (\d+) - \1 = 0$", lines[at + 3][0])
+    assert 0 not in differences and min(differences) < 0 < max(differences)
 
 
 def test_first_lines_vary_across_sampled_solutions():
