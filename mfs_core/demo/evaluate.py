@@ -16,7 +16,15 @@ first N problems of ``mfs_core/demo/heldout.json`` (default model: the bundled `
   from the first ``--rollout-paths`` of the 16 sampled paths (bootstrap interval over
   questions);
 * **mean step value** ``V_t = F_t - F_{t-1}`` (``F_{-1}``: a rollout from the bare prompt)
-  over the steps of paths whose final answer is right vs wrong (bootstrap intervals).
+  over the steps of paths whose final answer is right vs wrong (bootstrap intervals);
+* **own slips caught**: of the wrong computation lines (not checks) in all 16 sampled paths,
+  the share whose next line flags them (``wrong``), upward and downward slips apart (Wilson).
+
+``--start K --limit N --questions PART.json`` evaluates problems K..K+N-1 with the seeds a
+run over the whole set gives them and saves the per-question statistics; ``--merge
+PART1.json PART2.json ...`` summarizes such slices together (one process per core: the
+slices of one run give its table; with ``--start`` a multiple of ``--chunk`` the batches are
+the whole run's too).
 
 Everything runs through :class:`~mfs_core.backends.transformers.TransformersBackend`'s
 batched ``generate``; no MFS or other search decoder is run. The numbers are properties
@@ -77,13 +85,33 @@ def wilson_interval(successes: int, total: int, z: float = 1.959964) -> tuple[fl
 
 @dataclass
 class QuestionStats:
-    """What one question contributes (steps: ``(right, F)``; paths: ``(path_right, [V_t])``)."""
+    """What one question contributes (steps: ``(right, F)``; paths: ``(path_right, [V_t])``;
+    slips: ``(upward, caught)`` for every wrong computation line of the sampled paths)."""
 
     greedy_right: bool
     sc_right: bool
     diverse_first_steps: bool
     steps: list[tuple[bool, float]] = field(default_factory=list)
     paths: list[tuple[bool, list[float]]] = field(default_factory=list)
+    slips: list[tuple[bool, bool]] = field(default_factory=list)
+
+
+def own_slips(text: str) -> list[tuple[bool, bool]]:
+    """``(upward, caught)`` for each line of ``text`` that is not a check and whose first
+    equation is wrong: ``upward`` when the written result exceeds the right one, ``caught``
+    when the next line says so (:func:`mfs_core.demo.slip_probe.flagged`)."""
+    from mfs_core.demo.slip_probe import flagged
+
+    lines = _lines(text)
+    slips = []
+    for t, line in enumerate(lines):
+        match = EQUATION.search(line)
+        if line.startswith("Check") or match is None or step_is_right(line):
+            continue
+        a, op, b, written = int(match.group(1)), match.group(2), int(match.group(3)), int(match.group(4))
+        value = {"+": a + b, "-": a - b, "*": a * b}.get(op, a / b if b else math.nan)
+        slips.append((written > value, t + 1 < len(lines) and flagged(lines[t + 1])))
+    return slips
 
 
 def _lines(text: str) -> list[str]:
@@ -165,6 +193,7 @@ def evaluate(backend: Any, prompts: list[str], targets: list[float], seed: int, 
             first_steps = {(_lines(t) or [""])[0] for t in texts}
             stats = QuestionStats(greedy_right=right(greedy, targets[i]), sc_right=sc_right,
                                   diverse_first_steps=len(first_steps) >= 2)
+            stats.slips = [slip for t in texts for slip in own_slips(t)]
             for p, path in enumerate(paths[:rollout_paths]):
                 lines = path.text.split("\n")
                 previous = foresight[(i, -1, -1)]
@@ -231,6 +260,12 @@ def summarize(results: list[QuestionStats], seed: int = 0, resamples: int = 1000
             return (math.nan, math.nan)
         return float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))
 
+    def caught(want: set[bool]) -> tuple[float, float, float]:
+        slips = [c for r in results for up, c in r.slips if up in want]
+        if not slips:
+            return (math.nan, math.nan, math.nan)
+        return (sum(slips) / len(slips), *wilson_interval(sum(slips), len(slips)))
+
     right_v, wrong_v = _path_values(results, True), _path_values(results, False)
     v_right = float(np.mean(right_v)) if right_v else math.nan
     v_wrong = float(np.mean(wrong_v)) if wrong_v else math.nan
@@ -246,6 +281,11 @@ def summarize(results: list[QuestionStats], seed: int = 0, resamples: int = 1000
         "v_right_paths": (v_right, *interval("v_right")),
         "v_wrong_paths": (v_wrong, *interval("v_wrong")),
         "v_difference": (v_right - v_wrong, *interval("v_diff")),
+        "slips": sum(len(r.slips) for r in results),
+        "upward_slips": sum(up for r in results for up, _ in r.slips),
+        "slips_caught": caught({True, False}),
+        "upward_slips_caught": caught({True}),
+        "downward_slips_caught": caught({False}),
         "right_paths": sum(1 for r in results for ok, _ in r.paths if ok),
         "wrong_paths": sum(1 for r in results for ok, _ in r.paths if not ok),
     }
@@ -262,10 +302,15 @@ def format_table(summary: dict[str, Any], title: str) -> str:
         ("mean step value V, right paths", "v_right_paths", False),
         ("mean step value V, wrong paths", "v_wrong_paths", False),
         ("V right minus V wrong", "v_difference", False),
+        ("own slips the next line flags as wrong", "slips_caught", True),
+        ("  upward slips (result too large)", "upward_slips_caught", True),
+        ("  downward slips", "downward_slips_caught", True),
     ]
     lines = [f"{title} ({summary['questions']} held-out questions)", "",
              "| statistic | value | 95% interval |", "| --- | --- | --- |"]
     for label, key, percent in rows:
+        if key not in summary:  # a summary saved before the slip rows existed
+            continue
         value, lo, hi = summary[key]
         if percent:
             lines.append(f"| {label} | {100 * value:.1f}% | {100 * lo:.1f} to {100 * hi:.1f} |")
@@ -273,7 +318,8 @@ def format_table(summary: dict[str, Any], title: str) -> str:
             lines.append(f"| {label} | {value:.3f} | {lo:.3f} to {hi:.3f} |")
     lines.append("")
     lines.append(f"Scored steps: {summary['scored_steps']} ({summary['wrong_steps']} wrong); rollout paths: "
-                 f"{summary['right_paths']} right, {summary['wrong_paths']} wrong.")
+                 f"{summary['right_paths']} right, {summary['wrong_paths']} wrong; own slips (wrong computation "
+                 f"lines of the sampled paths): {summary.get('slips', 0)} ({summary.get('upward_slips', 0)} upward).")
     return "\n".join(lines)
 
 
@@ -351,7 +397,8 @@ def load_questions(path: Path) -> list[QuestionStats]:
     try:
         return [QuestionStats(bool(r["greedy_right"]), bool(r["sc_right"]), bool(r["diverse_first_steps"]),
                               [(bool(ok), float(f)) for ok, f in r["steps"]],
-                              [(bool(ok), [float(v) for v in values]) for ok, values in r["paths"]]) for r in rows]
+                              [(bool(ok), [float(v) for v in values]) for ok, values in r["paths"]],
+                              [(bool(up), bool(c)) for up, c in r.get("slips", [])]) for r in rows]
     except (KeyError, TypeError, ValueError) as error:
         msg = f"{path} does not hold per-question statistics (written by --questions): {error}"
         raise ValueError(msg) from None

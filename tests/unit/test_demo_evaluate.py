@@ -71,3 +71,22 @@ def test_merge_of_a_file_that_is_not_per_question_statistics_is_a_one_line_error
     with pytest.raises(SystemExit):
         main(["--start", "-1"])
     assert "--start must be >= 0, got -1" in capsys.readouterr().err
+
+
+def test_own_slips_are_wrong_computation_lines_with_their_direction_and_whether_the_next_line_flags_them():
+    from mfs_core.demo.evaluate import own_slips
+
+    text = ("92 + 57 = 148\n"  # downward (149), caught by the next line
+            "Check: 148 - 57 = 91, 92 - 91 = 1: wrong. Redo the step.\n"
+            "92 + 57 = 149\nCheck: 149 - 57 = 92, 92 - 92 = 0\n"
+            "149 - 40 = 110\n"  # upward (109), confirmed
+            "Check: 110 + 40 = 149, 149 - 149 = 0\n"  # a wrong check: not a slip
+            "3 * 37 = 112\n"  # upward (111), last line: nothing after it flags it
+            )
+    assert own_slips(text) == [(False, True), (True, False), (True, False)]
+    results = [QuestionStats(True, True, True, slips=own_slips(text))]
+    summary = summarize(results, resamples=10)
+    assert (summary["slips"], summary["upward_slips"]) == (3, 2)
+    assert summary["slips_caught"][0] == pytest.approx(1 / 3)
+    assert summary["upward_slips_caught"][0] == 0.0 and summary["downward_slips_caught"][0] == 1.0
+    assert "| own slips the next line flags as wrong | 33.3% |" in format_table(summary, "toy")
