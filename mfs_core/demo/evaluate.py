@@ -17,6 +17,8 @@ first N problems of ``mfs_core/demo/heldout.json`` (default model: the bundled `
   questions);
 * **mean step value** ``V_t = F_t - F_{t-1}`` (``F_{-1}``: a rollout from the bare prompt)
   over the steps of paths whose final answer is right vs wrong (bootstrap intervals);
+* the AUROC of F on computation lines and on check lines apart (a check line whose own
+  equation is wrong is a wrong step too);
 * **own slips caught**: of the wrong computation lines (not checks) in all 16 sampled paths,
   the share whose next line flags them (``wrong``), upward and downward slips apart (Wilson).
 
@@ -86,7 +88,8 @@ def wilson_interval(successes: int, total: int, z: float = 1.959964) -> tuple[fl
 @dataclass
 class QuestionStats:
     """What one question contributes (steps: ``(right, F)``; paths: ``(path_right, [V_t])``;
-    slips: ``(upward, caught)`` for every wrong computation line of the sampled paths)."""
+    slips: ``(upward, caught)`` for every wrong computation line of the sampled paths;
+    check_steps: for each of ``steps``, whether it is a check line)."""
 
     greedy_right: bool
     sc_right: bool
@@ -94,6 +97,7 @@ class QuestionStats:
     steps: list[tuple[bool, float]] = field(default_factory=list)
     paths: list[tuple[bool, list[float]]] = field(default_factory=list)
     slips: list[tuple[bool, bool]] = field(default_factory=list)
+    check_steps: list[bool] = field(default_factory=list)
 
 
 def own_slips(text: str) -> list[tuple[bool, bool]]:
@@ -207,6 +211,7 @@ def evaluate(backend: Any, prompts: list[str], targets: list[float], seed: int, 
                     label = step_is_right(lines[t])
                     if label is not None:
                         stats.steps.append((label, f))
+                        stats.check_steps.append(lines[t].startswith("Check"))
                 stats.paths.append((right(path.text, targets[i]), values))
             results.append(stats)
         if progress:
@@ -227,6 +232,10 @@ def _auroc(steps: list[tuple[bool, float]]) -> float:
     return float(roc_auc_score(labels, [f for _, f in steps]))
 
 
+def _steps_of_kind(results: list[QuestionStats], check: bool) -> list[tuple[bool, float]]:
+    return [step for r in results for step, is_check in zip(r.steps, r.check_steps) if is_check == check]
+
+
 def _path_values(results: list[QuestionStats], want: bool) -> list[float]:
     return [v for r in results for ok, values in r.paths if ok == want for v in values]
 
@@ -242,11 +251,14 @@ def summarize(results: list[QuestionStats], seed: int = 0, resamples: int = 1000
     steps = [s for r in results for s in r.steps]
     wrong_steps = sum(1 for ok, _ in steps if not ok)
     rng = np.random.default_rng(seed)
-    boot: dict[str, list[float]] = {"gain": [], "auroc": [], "v_right": [], "v_wrong": [], "v_diff": []}
+    boot: dict[str, list[float]] = {"gain": [], "auroc": [], "v_right": [], "v_wrong": [], "v_diff": [],
+                                    "auroc_computations": [], "auroc_checks": []}
     for _ in range(resamples):
         sample = [results[j] for j in rng.integers(0, n, n)]
         boot["gain"].append((sum(r.sc_right for r in sample) - sum(r.greedy_right for r in sample)) / n)
         boot["auroc"].append(_auroc([s for r in sample for s in r.steps]))
+        boot["auroc_computations"].append(_auroc(_steps_of_kind(sample, check=False)))
+        boot["auroc_checks"].append(_auroc(_steps_of_kind(sample, check=True)))
         right_v, wrong_v = _path_values(sample, True), _path_values(sample, False)
         vr = float(np.mean(right_v)) if right_v else math.nan
         vw = float(np.mean(wrong_v)) if wrong_v else math.nan
@@ -276,6 +288,9 @@ def summarize(results: list[QuestionStats], seed: int = 0, resamples: int = 1000
         "sc_gain": ((sc - greedy) / n, *interval("gain")),
         "diverse_first_steps": (diverse / n, *wilson_interval(diverse, n)),
         "auroc_f": (_auroc(steps), *interval("auroc")),
+        "auroc_f_computations": (_auroc(_steps_of_kind(results, check=False)), *interval("auroc_computations")),
+        "auroc_f_checks": (_auroc(_steps_of_kind(results, check=True)), *interval("auroc_checks")),
+        "wrong_check_steps": sum(1 for r in results for (ok, _), c in zip(r.steps, r.check_steps) if c and not ok),
         "scored_steps": len(steps),
         "wrong_steps": wrong_steps,
         "v_right_paths": (v_right, *interval("v_right")),
@@ -299,6 +314,8 @@ def format_table(summary: dict[str, Any], title: str) -> str:
         ("SC16 minus greedy (points)", "sc_gain", True),
         ("questions whose 16 first steps hold >= 2 texts", "diverse_first_steps", True),
         ("AUROC of F, right vs wrong steps", "auroc_f", False),
+        ("  computation lines only", "auroc_f_computations", False),
+        ("  check lines only", "auroc_f_checks", False),
         ("mean step value V, right paths", "v_right_paths", False),
         ("mean step value V, wrong paths", "v_wrong_paths", False),
         ("V right minus V wrong", "v_difference", False),
@@ -317,7 +334,8 @@ def format_table(summary: dict[str, Any], title: str) -> str:
         else:
             lines.append(f"| {label} | {value:.3f} | {lo:.3f} to {hi:.3f} |")
     lines.append("")
-    lines.append(f"Scored steps: {summary['scored_steps']} ({summary['wrong_steps']} wrong); rollout paths: "
+    lines.append(f"Scored steps: {summary['scored_steps']} ({summary['wrong_steps']} wrong, "
+                 f"{summary.get('wrong_check_steps', 0)} of them check lines); rollout paths: "
                  f"{summary['right_paths']} right, {summary['wrong_paths']} wrong; own slips (wrong computation "
                  f"lines of the sampled paths): {summary.get('slips', 0)} ({summary.get('upward_slips', 0)} upward).")
     return "\n".join(lines)
@@ -398,7 +416,8 @@ def load_questions(path: Path) -> list[QuestionStats]:
         return [QuestionStats(bool(r["greedy_right"]), bool(r["sc_right"]), bool(r["diverse_first_steps"]),
                               [(bool(ok), float(f)) for ok, f in r["steps"]],
                               [(bool(ok), [float(v) for v in values]) for ok, values in r["paths"]],
-                              [(bool(up), bool(c)) for up, c in r.get("slips", [])]) for r in rows]
+                              [(bool(up), bool(c)) for up, c in r.get("slips", [])],
+                              [bool(c) for c in r.get("check_steps", [])]) for r in rows]
     except (KeyError, TypeError, ValueError) as error:
         msg = f"{path} does not hold per-question statistics (written by --questions): {error}"
         raise ValueError(msg) from None

@@ -90,3 +90,15 @@ def test_own_slips_are_wrong_computation_lines_with_their_direction_and_whether_
     assert summary["slips_caught"][0] == pytest.approx(1 / 3)
     assert summary["upward_slips_caught"][0] == 0.0 and summary["downward_slips_caught"][0] == 1.0
     assert "| own slips the next line flags as wrong | 33.3% |" in format_table(summary, "toy")
+
+
+def test_auroc_of_f_on_computation_and_check_lines_apart():
+    # Computations: right F -0.1, wrong -0.3 (AUROC 1); checks: right -0.2, wrong -0.05 (AUROC 0);
+    # all four: pairs (right > wrong) -0.1 > -0.3, -0.1 < -0.05, -0.2 > -0.3, -0.2 < -0.05: 2 of 4.
+    results = [QuestionStats(True, True, True, steps=[(True, -0.1), (False, -0.3), (True, -0.2), (False, -0.05)],
+                             check_steps=[False, False, True, True])]
+    summary = summarize(results, resamples=10)
+    assert summary["auroc_f"][0] == pytest.approx(0.5)
+    assert summary["auroc_f_computations"][0] == 1.0 and summary["auroc_f_checks"][0] == 0.0
+    assert summary["wrong_check_steps"] == 1
+    assert "(2 wrong, 1 of them check lines)" in format_table(summary, "toy")
