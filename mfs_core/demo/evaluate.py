@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["EQUATION", "QuestionStats", "add_run_arguments", "evaluate", "finish_run", "load_backend",
-           "load_questions", "main", "parse_run_arguments", "save_questions", "share_row", "step_is_right",
-           "wilson_interval"]
+           "load_questions", "main", "own_slips", "parse_run_arguments", "save_questions", "share_row",
+           "step_is_right", "wilson_interval"]
 
 EQUATION = re.compile(r"(\d+)\s*([+\-*/])\s*(\d+)\s*=\s*(\d+)")
 """The first ``a op b = c`` of a line."""
@@ -171,8 +171,9 @@ def evaluate(backend: Any, prompts: list[str], targets: list[float], seed: int, 
         index: list[tuple[int, int, int]] = []  # (question, path, line) ; path -1 = bare prompt
         for q, i in enumerate(block):
             paths = outputs[2 * q + 1]
-            rollout_requests.append(GenerationRequest(prompts[i], n=1, max_tokens=max_tokens,
-                                                      temperature=temperature, seed=seed + 1_000_003 * (first_index + i + 1)))
+            rollout_requests.append(GenerationRequest(
+                prompts[i], n=1, max_tokens=max_tokens, temperature=temperature,
+                seed=seed + 1_000_003 * (first_index + i + 1)))
             index.append((i, -1, -1))
             for p, path in enumerate(paths[:rollout_paths]):
                 lines = path.text.split("\n")
@@ -326,8 +327,6 @@ def format_table(summary: dict[str, Any], title: str) -> str:
     lines = [f"{title} ({summary['questions']} held-out questions)", "",
              "| statistic | value | 95% interval |", "| --- | --- | --- |"]
     for label, key, percent in rows:
-        if key not in summary:  # a summary saved before the slip rows existed
-            continue
         value, lo, hi = summary[key]
         if percent:
             lines.append(f"| {label} | {100 * value:.1f}% | {100 * lo:.1f} to {100 * hi:.1f} |")
@@ -335,9 +334,9 @@ def format_table(summary: dict[str, Any], title: str) -> str:
             lines.append(f"| {label} | {value:.3f} | {lo:.3f} to {hi:.3f} |")
     lines.append("")
     lines.append(f"Scored steps: {summary['scored_steps']} ({summary['wrong_steps']} wrong, "
-                 f"{summary.get('wrong_check_steps', 0)} of them check lines); rollout paths: "
+                 f"{summary['wrong_check_steps']} of them check lines); rollout paths: "
                  f"{summary['right_paths']} right, {summary['wrong_paths']} wrong; own slips (wrong computation "
-                 f"lines of the sampled paths): {summary.get('slips', 0)} ({summary.get('upward_slips', 0)} upward).")
+                 f"lines of the sampled paths): {summary['slips']} ({summary['upward_slips']} upward).")
     return "\n".join(lines)
 
 
