@@ -52,12 +52,12 @@ EQUATION = re.compile(r"(\d+)\s*([+\-*/])\s*(\d+)\s*=\s*(\d+)")
 """The first ``a op b = c`` of a line."""
 
 
-def step_is_right(line: str) -> bool | None:
-    """True/False when the first equation of ``line`` is arithmetically right/wrong; None without one."""
+def _first_equation(line: str) -> tuple[int, float] | None:
+    """``(written result, right result)`` of the first equation of ``line``; None without one."""
     match = EQUATION.search(line)
     if match is None:
         return None
-    a, op, b, c = int(match.group(1)), match.group(2), int(match.group(3)), int(match.group(4))
+    a, op, b, written = int(match.group(1)), match.group(2), int(match.group(3)), int(match.group(4))
     if op == "+":
         value: float = a + b
     elif op == "-":
@@ -66,7 +66,13 @@ def step_is_right(line: str) -> bool | None:
         value = a * b
     else:
         value = a / b if b else math.nan
-    return value == c
+    return written, value
+
+
+def step_is_right(line: str) -> bool | None:
+    """True/False when the first equation of ``line`` is arithmetically right/wrong; None without one."""
+    equation = _first_equation(line)
+    return None if equation is None else equation[0] == equation[1]
 
 
 def wilson_interval(successes: int, total: int, z: float = 1.959964) -> tuple[float, float]:
@@ -109,11 +115,10 @@ def own_slips(text: str) -> list[tuple[bool, bool]]:
     lines = _lines(text)
     slips = []
     for t, line in enumerate(lines):
-        match = EQUATION.search(line)
-        if line.startswith("Check") or match is None or step_is_right(line):
+        equation = _first_equation(line)
+        if line.startswith("Check") or equation is None or equation[0] == equation[1]:
             continue
-        a, op, b, written = int(match.group(1)), match.group(2), int(match.group(3)), int(match.group(4))
-        value = {"+": a + b, "-": a - b, "*": a * b}.get(op, a / b if b else math.nan)
+        written, value = equation
         slips.append((written > value, t + 1 < len(lines) and flagged(lines[t + 1])))
     return slips
 

@@ -98,6 +98,8 @@ RECOVERY_WORDINGS = [
 CHECK_STYLES = ("v2", "compare", "difference", "signed")
 """Check-line styles (:func:`check_line`); ``"signed"`` writes ``"difference"`` lines, with
 slips drawn both ways (:func:`write_solution`)."""
+WORDED_STYLES = ("compare", "difference", "signed")
+"""The styles whose exposing check ends with one of :data:`RECOVERY_WORDINGS`."""
 
 RESTATE_TEMPLATES = ["Start: {a}", "At first there are {a} {obj}.", "Start with {a} {obj}."]
 
@@ -352,7 +354,7 @@ def write_solution(
             wrong = _slip(op, rng, downward=checks == "difference")  # "signed": both ways
             lines.append((equation(op, swap, wrong), False))
             check = check_line(op, wrong, checks)
-            if checks in ("compare", "difference", "signed"):
+            if checks in WORDED_STYLES:
                 check = f"{check}. {rng.choice(RECOVERY_WORDINGS)}"
             lines.append((check, True))
             swap = variants and op.kind != "sub" and rng.random() < 0.5

@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> dict:
                              "': wrong.' and one of problems_v2.RECOVERY_WORDINGS after a slip), 'difference' "
                              "(', N - M = 0' always, slips downward), 'signed' (the same, slips both ways)")
     parser.add_argument("--short-rate", type=float, default=0.0,
-                        help="share of plain and RAG problems with 1-2 operations (held-out ones have 3-5)")
+                        help="share of plain and RAG problems with 1-2 operations (held-out ones have 3 or more)")
     parser.add_argument("--kind-weights", default=None,
                         help="steps per kind, e.g. 'plain=30,rag=35,tool=35' (default: %s)" % KIND_WEIGHTS)
     parser.add_argument("--operations", default=None,
