@@ -70,6 +70,9 @@ def _main(
     ] = False,
 ) -> None:
     """Martingale Foresight Sampling (EACL 2026) on a local model."""
+    from mfs_core.backends.vllm import quiet_vllm
+
+    quiet_vllm(verbose)
     if verbose:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
 

@@ -226,6 +226,17 @@ class _Scheduler:
             self._cond.notify()
         return [job.future for job in jobs]
 
+    def close(self) -> None:
+        """Fail the decodes not yet finished and close the backend (``backend.close()`` if it has one)."""
+        with self._cond:
+            stranded, self._incoming = self._incoming, []
+            self._cond.notify_all()
+        for job in stranded:
+            self._fail(job, RuntimeError("the engine was closed before this decode started"))
+        close = getattr(self.backend, "close", None)
+        if close is not None:
+            close()
+
     def _fail(self, job: _Job, exc: BaseException) -> None:
         self.stats.decodes += 1
         if not job.future.done():
@@ -413,6 +424,28 @@ class MFSEngine:
     def backend(self) -> Backend:
         """The backend this engine decodes with."""
         return self._scheduler.backend
+
+    def close(self) -> None:
+        """Close the backend (vLLM: stop its engine-core and worker processes; HTTP: its connections).
+
+        The backend is shared by every engine made by :meth:`from_settings` with the same
+        backend settings (and by :meth:`with_settings`): they are closed with it, and the
+        next :meth:`from_settings` loads the model again. Decodes submitted and not yet
+        started fail with ``RuntimeError``; a decode in its round fails when the closed
+        backend refuses its next ``generate``. Also ``with MFSEngine.from_settings(...) as
+        engine:``.
+        """
+        with _SCHEDULERS_LOCK:
+            for key, scheduler in list(_SCHEDULERS.items()):
+                if scheduler is self._scheduler:
+                    del _SCHEDULERS[key]
+        self._scheduler.close()
+
+    def __enter__(self) -> MFSEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def stats(self) -> EngineStats:

@@ -36,7 +36,7 @@ class UnknownSettingWarning(UserWarning):
 
 _VLLM_MANAGED_KWARGS = frozenset(
     {"model", "tokenizer", "tensor_parallel_size", "dtype", "gpu_memory_utilization", "max_model_len",
-     "enable_prefix_caching", "seed"}
+     "enable_prefix_caching", "seed", "kv_cache_memory_bytes"}
 )
 """vllm.LLM arguments that have a setting of their own (refused in ``vllm_kwargs``)."""
 
@@ -90,7 +90,10 @@ class MFSSettings(BaseSettings):
         default="auto", description="Torch device for the transformers backend: 'auto' (CUDA if present), 'cpu', 'cuda', 'cuda:1'."
     )
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = Field(
-        default="auto", description="Weight dtype ('auto': float32 on CPU, the checkpoint's on GPU)."
+        default="auto",
+        description="Weight dtype, the same rule on every backend that loads the model: 'auto' is float32 on "
+        "CPU (the transformers backend's device 'cpu', vLLM's CPU build) and the checkpoint's dtype on a GPU "
+        "(vLLM's 'auto': a float32 checkpoint runs in bfloat16/float16 there). backend='openai': the server's.",
     )
     seed: int = Field(default=0, description="Seed of every random choice of a decode (sampling and selection).")
     batch_size: int = Field(
@@ -137,6 +140,13 @@ class MFSSettings(BaseSettings):
     gpu_memory_utilization: float = Field(
         default=0.9, gt=0.0, le=1.0,
         description="backend='vllm': fraction of each GPU's memory vLLM may use for weights and KV cache, in (0, 1].",
+    )
+    kv_cache_gib: float | None = Field(
+        default=None, gt=0.0, le=65536.0,
+        description="backend='vllm': memory held for the KV cache in GiB (vLLM's kv_cache_memory_bytes), in "
+        "(0, 65536]. None: 4 GiB on vLLM's CPU build (which would otherwise take gpu_memory_utilization, 90%, "
+        "of the machine's RAM), vLLM's own sizing from gpu_memory_utilization on a GPU. vLLM's "
+        "VLLM_CPU_KVCACHE_SPACE variable, when set, overrides it on CPU.",
     )
     max_model_len: int | None = Field(
         default=None, ge=1,
@@ -306,7 +316,8 @@ class MFSSettings(BaseSettings):
         return (
             self.backend, self.model, device, self.dtype, self.batch_size,
             tuple(self.base_urls), api_key, self.request_timeout, self.max_retries, self.tokenizer,
-            self.num_parameters, self.tensor_parallel_size, self.gpu_memory_utilization, self.max_model_len,
+            self.num_parameters, self.tensor_parallel_size, self.gpu_memory_utilization, self.kv_cache_gib,
+            self.max_model_len,
             self.enable_prefix_caching, json.dumps(self.vllm_kwargs, sort_keys=True, default=repr),
         )
 

@@ -1,4 +1,4 @@
-"""The vLLM backend: ``vllm.LLM`` in-process on one or more GPUs.
+"""The vLLM backend: ``vllm.LLM`` in-process, on one or more GPUs or on vLLM's CPU build.
 
 Coded against vLLM **0.33.0** (commit ``4ba787ec9``; files read: ``vllm/entrypoints/llm.py``,
 ``vllm/sampling_params.py``, ``vllm/outputs.py``, ``vllm/v1/engine/detokenizer.py``,
@@ -52,6 +52,7 @@ token) or an int (a ``stop_token_ids`` entry, e.g. Llama-3's extra end-of-turn i
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -61,12 +62,15 @@ from mfs_core.backends.base import ContextWindowError, warn_unhonoured_choices
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest
 
-__all__ = ["VLLM_SOURCE_VERSION", "VLLMBackend", "VLLMOutputError", "engine_kwargs"]
+__all__ = ["CPU_KV_CACHE_GIB", "VLLM_SOURCE_VERSION", "VLLMBackend", "VLLMOutputError", "engine_kwargs"]
 
 logger = logging.getLogger(__name__)
 
 VLLM_SOURCE_VERSION = "0.33.0 (commit 4ba787ec9)"
-"""The vLLM release whose source this adapter follows."""
+"""The vLLM release whose source this adapter follows (also run in CI: vLLM's CPU build 0.32.0)."""
+
+CPU_KV_CACHE_GIB = 4.0
+"""KV cache of vLLM's CPU build when ``kv_cache_gib`` is None (GiB)."""
 
 
 class VLLMOutputError(RuntimeError):
@@ -78,38 +82,94 @@ def _import_vllm() -> Any:
         import vllm
     except ImportError as exc:
         msg = (
-            'the vllm backend needs the vllm package (a CUDA GPU build): pip install "mfs-decoding[vllm]"; '
-            "without a GPU use backend='transformers', or backend='openai' with a remote `vllm serve`"
+            "the vllm backend needs the vllm package: on a CUDA GPU pip install \"mfs-decoding[vllm]\"; on a CPU "
+            "(x86-64 with AVX-512, or Arm) vLLM's CPU build, see docs/backends.md ('vLLM on CPU'); or use "
+            "backend='transformers', or backend='openai' with a `vllm serve` elsewhere"
         )
         raise ImportError(msg) from exc
     return vllm
 
 
-def engine_kwargs(settings: MFSSettings) -> dict[str, Any]:
+def quiet_vllm(verbose: bool = False) -> None:
+    """Send vLLM's logs to stderr, at WARNING unless ``verbose`` (for the ``mfs`` commands).
+
+    vLLM configures its own logger from ``VLLM_LOGGING_STREAM`` (default stdout, which would
+    mix its INFO lines into ``mfs ask`` output and ``--json``) and ``VLLM_LOGGING_LEVEL``
+    when it is first imported, in this process and in its engine-core processes; this sets
+    both unless the user has. A no-op once vLLM is imported.
+    """
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "INFO" if verbose else "WARNING")
+
+
+def _on_cpu(vllm: Any) -> bool:
+    """Whether the installed vLLM is its CPU build (``current_platform.is_cpu()``)."""
+    try:
+        from vllm.platforms import current_platform
+    except ImportError:  # pragma: no cover - every vLLM since 0.6 has it
+        return False
+    return bool(current_platform.is_cpu())
+
+
+def engine_kwargs(settings: MFSSettings, *, cpu: bool = False) -> dict[str, Any]:
     """Keyword arguments of ``vllm.LLM`` for ``settings``.
 
     ``model`` (``"mfs-demo"``: the bundled checkpoint), ``tokenizer`` (when set),
     ``tensor_parallel_size``, ``dtype``, ``gpu_memory_utilization``, ``max_model_len`` (when
     set), ``enable_prefix_caching``, ``seed`` (the engine's default seed; MFS gives every
-    request its own), then ``settings.vllm_kwargs`` (which may not repeat these keys).
+    request its own), ``kv_cache_memory_bytes`` (``kv_cache_gib``), then
+    ``settings.vllm_kwargs`` (which may not repeat these keys).
+
+    On vLLM's CPU build (``cpu=True``):
+
+    * ``dtype="auto"`` is sent as ``"float32"``, the transformers backend's rule on CPU
+      (vLLM's own ``auto`` would run the demo model in bfloat16 and answer differently).
+    * ``kv_cache_memory_bytes`` is 4 GiB unless ``kv_cache_gib`` says otherwise: without it
+      vLLM reserves ``gpu_memory_utilization`` (90%) of the machine's RAM.
+    * ``enable_chunked_prefill=False``. vLLM 0.32's model runner rewinds a seeded request's
+      ``torch.Generator`` (``set_offset``) when chunked prefill discards a partial prefill's
+      sampled token, and CPU generators do not support offsets: ``RuntimeError: CPU Generator
+      does not use offset`` kills the engine as soon as a round of seeded requests exceeds
+      the batch token budget (``max_num_batched_tokens``, 4,096 tokens; one MFS round of 5
+      questions does). MFS always seeds its requests. Lift this when vLLM's CPU runner stops
+      rewinding CPU generators. ``vllm_kwargs={"enable_chunked_prefill": True}`` is refused
+      there.
+
+    Args:
+        settings: the engine's settings.
+        cpu: the installed vLLM is its CPU build.
+
+    Returns:
+        The keyword arguments (model path, not name, for ``"mfs-demo"``).
 
     Raises:
-        ValueError: ``vllm_kwargs`` sets a ``logprobs_mode`` other than ``"raw_logprobs"``.
+        ValueError: ``vllm_kwargs`` sets a ``logprobs_mode`` other than ``"raw_logprobs"``, or
+            ``enable_chunked_prefill=True`` on CPU.
     """
     from mfs_core.backends.transformers import resolve_model_path
 
+    dtype = "float32" if cpu and settings.dtype == "auto" else settings.dtype
     kwargs: dict[str, Any] = {
         "model": resolve_model_path(settings.model),
         "tensor_parallel_size": settings.tensor_parallel_size,
-        "dtype": settings.dtype,
+        "dtype": dtype,
         "gpu_memory_utilization": settings.gpu_memory_utilization,
         "enable_prefix_caching": settings.enable_prefix_caching,
         "seed": settings.seed,
     }
+    kv_cache_gib = settings.kv_cache_gib if settings.kv_cache_gib is not None else (CPU_KV_CACHE_GIB if cpu else None)
+    if kv_cache_gib is not None:
+        kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * 2**30)
+    if cpu:
+        kwargs["enable_chunked_prefill"] = False
     if settings.tokenizer:
         kwargs["tokenizer"] = resolve_model_path(settings.tokenizer)
     if settings.max_model_len is not None:
         kwargs["max_model_len"] = settings.max_model_len
+    if cpu and settings.vllm_kwargs.get("enable_chunked_prefill"):
+        msg = ("vllm_kwargs sets enable_chunked_prefill=True, which vLLM's CPU build cannot run with seeded "
+               "requests ('CPU Generator does not use offset'); leave it out on CPU")
+        raise ValueError(msg)
     kwargs.update(settings.vllm_kwargs)
     mode = kwargs.get("logprobs_mode", "raw_logprobs")
     if mode != "raw_logprobs":
@@ -143,20 +203,46 @@ class VLLMBackend:
         self._tokenizer = llm.get_tokenizer()
         self._num_parameters = num_parameters
         self._lock = threading.Lock()
+        self._closed = False
 
     @classmethod
     def from_settings(cls, settings: MFSSettings) -> VLLMBackend:
         """Start a ``vllm.LLM`` with :func:`engine_kwargs` of ``settings``.
 
         Raises:
-            ImportError: vllm is not installed (``pip install "mfs-decoding[vllm]"``; it needs a CUDA GPU).
+            ImportError: vllm is not installed (``pip install "mfs-decoding[vllm]"`` on a CUDA GPU,
+                vLLM's CPU build elsewhere: docs/backends.md).
             ValueError: a refused ``vllm_kwargs`` entry.
         """
-        kwargs = engine_kwargs(settings)
         vllm = _import_vllm()
+        kwargs = engine_kwargs(settings, cpu=_on_cpu(vllm))
         llm = vllm.LLM(**kwargs)
         return cls(llm, settings.model, sampling_params_cls=vllm.SamplingParams,
                    num_parameters=settings.num_parameters)
+
+    def close(self) -> None:
+        """Stop vLLM's engine-core and worker processes (idempotent).
+
+        ``LLM`` has no public shutdown in vLLM 0.32-0.33; its ``llm_engine.engine_core``
+        (the client of the engine-core process) has ``shutdown()``, which is what vLLM's
+        own finalizer calls when the ``LLM`` is garbage-collected. A closed backend refuses
+        :meth:`generate`.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        engine = getattr(self.llm, "llm_engine", None)
+        core = getattr(engine, "engine_core", None)
+        shutdown = getattr(core, "shutdown", None)
+        if shutdown is not None:
+            shutdown()
+
+    def __enter__(self) -> VLLMBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # --- Backend protocol ------------------------------------------------------------------
     @property
@@ -221,7 +307,11 @@ class VLLMBackend:
             ContextWindowError: a prompt has as many tokens as ``max_model_len`` or more.
             VLLMOutputError: vLLM returned no ``cumulative_logprob``, an unfinished or aborted
                 output, or a different number of outputs than asked.
+            RuntimeError: the backend was closed.
         """
+        if self._closed:
+            msg = f"the vLLM backend of {self.model_name!r} is closed"
+            raise RuntimeError(msg)
         warn_unhonoured_choices(self, requests, logger)
         if not requests:
             return []

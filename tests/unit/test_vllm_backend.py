@@ -344,6 +344,68 @@ def test_engine_kwargs_pass_settings_through() -> None:
     assert engine_kwargs(MFSSettings(backend="vllm", enable_prefix_caching=False))["enable_prefix_caching"] is False
 
 
+def test_engine_kwargs_on_vllms_cpu_build() -> None:
+    """float32 for dtype='auto' (the transformers backend's CPU rule), a 4 GiB KV cache instead of 90%
+    of RAM, and chunked prefill off (seeded requests crash vLLM 0.32's CPU runner with it)."""
+    cpu = engine_kwargs(MFSSettings(backend="vllm"), cpu=True)
+    assert (cpu["dtype"], cpu["kv_cache_memory_bytes"], cpu["enable_chunked_prefill"]) == ("float32", 4 * 2**30, False)
+    assert engine_kwargs(MFSSettings(backend="vllm", dtype="bfloat16", kv_cache_gib=0.5), cpu=True)["dtype"] == "bfloat16"
+    assert engine_kwargs(MFSSettings(backend="vllm", kv_cache_gib=0.5), cpu=True)["kv_cache_memory_bytes"] == 2**29
+    gpu = engine_kwargs(MFSSettings(backend="vllm"))
+    assert gpu["dtype"] == "auto" and "kv_cache_memory_bytes" not in gpu and "enable_chunked_prefill" not in gpu
+    assert engine_kwargs(MFSSettings(backend="vllm", kv_cache_gib=2))["kv_cache_memory_bytes"] == 2 * 2**30
+    with pytest.raises(ValueError, match="enable_chunked_prefill=True.*CPU Generator does not use offset"):
+        engine_kwargs(MFSSettings(backend="vllm", vllm_kwargs={"enable_chunked_prefill": True}), cpu=True)
+    assert engine_kwargs(MFSSettings(backend="vllm", vllm_kwargs={"enable_chunked_prefill": True}))["enable_chunked_prefill"]
+
+
+def test_kv_cache_gib_range_and_managed_key() -> None:
+    with pytest.raises(ValueError, match="kv_cache_gib"):
+        MFSSettings(kv_cache_gib=0)
+    with pytest.raises(ValueError, match=r"vllm_kwargs must not set \['kv_cache_memory_bytes'\]"):
+        MFSSettings(vllm_kwargs={"kv_cache_memory_bytes": 2**30})
+
+
+def test_server_command_carries_the_engine_kwargs() -> None:
+    from mfs_core.backends.transformers import demo_model_path
+    from mfs_core.backends.vllm_serve import server_command
+
+    command = server_command(MFSSettings(backend="vllm", vllm_kwargs={"enforce_eager": True}), port=8011, cpu=True)
+    assert command[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+    assert command[3:] == [
+        "--model", str(demo_model_path()), "--tensor-parallel-size", "1", "--dtype", "float32",
+        "--gpu-memory-utilization", "0.9", "--enable-prefix-caching", "--seed", "0",
+        "--kv-cache-memory-bytes", str(4 * 2**30), "--no-enable-chunked-prefill", "--enforce-eager",
+        "--served-model-name", "mfs-demo", "--generation-config", "vllm", "--host", "127.0.0.1", "--port", "8011",
+    ]
+
+
+def test_close_shuts_the_engine_core_down_once_and_refuses_generate() -> None:
+    backend, llm = make_backend()
+    shutdowns = []
+    llm.llm_engine = SimpleNamespace(engine_core=SimpleNamespace(shutdown=lambda: shutdowns.append(1)))
+    with backend:
+        pass
+    backend.close()
+    assert shutdowns == [1]
+    with pytest.raises(RuntimeError, match="closed"):
+        backend.generate([GenerationRequest(prompt="x", n=1, max_tokens=1)])
+
+
+def test_engine_close_closes_the_shared_backend_and_forgets_it() -> None:
+    from mfs_core import engine as engine_module
+
+    backend, llm = make_backend()
+    shutdowns = []
+    llm.llm_engine = SimpleNamespace(engine_core=SimpleNamespace(shutdown=lambda: shutdowns.append(1)))
+    scheduler = engine_module._Scheduler(backend)
+    key = ("test-close",)
+    engine_module._SCHEDULERS[key] = scheduler
+    with MFSEngine(backend, MFSSettings(), _scheduler=scheduler) as engine:
+        assert engine.backend is backend
+    assert shutdowns == [1] and key not in engine_module._SCHEDULERS
+
+
 def test_engine_kwargs_resolve_the_demo_model() -> None:
     from mfs_core.backends.transformers import demo_model_path
 
@@ -370,7 +432,7 @@ def test_engine_settings_change_the_backend_key() -> None:
 
 def test_missing_vllm_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm now raises ImportError
-    with pytest.raises(ImportError, match=r'pip install "mfs-decoding\[vllm\]"'):
+    with pytest.raises(ImportError, match=r'on a CUDA GPU pip install "mfs-decoding\[vllm\]"; on a CPU.*CPU build'):
         create_backend(MFSSettings(backend="vllm"))
 
 
