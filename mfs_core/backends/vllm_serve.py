@@ -33,12 +33,16 @@ __all__ = ["VLLMServer", "server_command"]
 
 
 def _flag(name: str, value: Any) -> list[str]:
-    """One engine argument as vLLM's command-line flag(s) (``enable_x=False`` -> ``--no-enable-x``)."""
+    """One engine argument as vLLM's command-line flag(s).
+
+    ``True`` is the bare flag; ``False`` is ``--no-x`` (vLLM's boolean flags take both forms),
+    except for ``disable_*`` arguments, plain switches that are off unless given: omitted.
+    """
     flag = "--" + name.replace("_", "-")
     if value is True:
         return [flag]
     if value is False:
-        return ["--no-" + name.replace("_", "-")]
+        return [] if name.startswith("disable_") else ["--no-" + name.replace("_", "-")]
     if isinstance(value, (dict, list)):
         import json
 

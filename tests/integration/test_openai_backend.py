@@ -8,13 +8,13 @@ wall time so a hang fails instead of blocking the run.
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
+from bounded import within
 from openai_server import CompletionServer, Fault, completion_server, make_server, warm_backend  # noqa: F401
 from typer.testing import CliRunner
 
@@ -29,22 +29,6 @@ from mfs_core.types import GenerationRequest
 pytestmark = pytest.mark.enable_socket
 
 QUESTION = "Tom has 3 apples. He buys 4 more apples. How many apples does Tom have now?"
-T = TypeVar("T")
-
-
-def within(seconds: float, fn: Callable[[], T]) -> T:
-    """Run ``fn`` in a thread; fail the test if it is not done after ``seconds``.
-
-    The bounds below are generous (minutes, for seconds of work) so that a busy machine is
-    not taken for a hang; every wait inside the backend has its own timeout anyway.
-    """
-    pool = concurrent.futures.ThreadPoolExecutor(1)
-    try:
-        return pool.submit(fn).result(timeout=seconds)
-    except concurrent.futures.TimeoutError:
-        pytest.fail(f"no result within {seconds} s: a hang")
-    finally:
-        pool.shutdown(wait=False)
 
 
 def client(server_or_urls: CompletionServer | list[str], **kwargs: Any) -> OpenAIBackend:

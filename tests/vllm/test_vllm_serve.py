@@ -14,10 +14,9 @@ import json
 import re
 import time
 import urllib.request
-from collections.abc import Callable
-from typing import TypeVar
 
 import pytest
+from bounded import within
 
 from mfs_core.backends.openai import OpenAIBackend
 from mfs_core.backends.vllm import VLLMBackend
@@ -31,18 +30,6 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.enable_socket]
 
 HELDOUT = [example["input"] for example in json.loads(demo_heldout_path().read_text())]
 SEARCH = {"step_beam_size": 2, "num_rollouts": 2, "max_steps": 4, "seed": 3}
-T = TypeVar("T")
-
-
-def within(seconds: float, fn: Callable[[], T]) -> T:
-    """``fn()`` in a thread; fail the test if it has not returned after ``seconds``."""
-    pool = concurrent.futures.ThreadPoolExecutor(1)
-    try:
-        return pool.submit(fn).result(timeout=seconds)
-    except concurrent.futures.TimeoutError:
-        pytest.fail(f"no result within {seconds} s: a hang")
-    finally:
-        pool.shutdown(wait=False)
 
 
 def served_requests(server: VLLMServer) -> float:
