@@ -32,7 +32,7 @@ pytestmark = pytest.mark.skipif(not (demo_model_path() / "config.json").is_file(
 def _bench(out: Path, methods: str, *extra: str) -> object:
     args = ["bench", "--dataset", str(FIXTURE), "--kind", "demo", "--methods", methods, "--limit", "2",
             "--step-beam-size", "2", "--num-rollouts", "2", "--max-steps", "2", "--max-answer-tokens", "16",
-            "--out", str(out), "--no-progress", *extra]
+            "--out", str(out), "--no-progress", "--backend", "transformers", *extra]
     return CliRunner().invoke(app, args)
 
 

@@ -212,3 +212,15 @@ def test_offset_skips_questions_and_keeps_their_file_index() -> None:
         load_dataset("demo", offset=-1)
     with pytest.raises(ValueError, match="offset must be below the 500 questions"):
         load_dataset("demo", offset=500)
+
+
+def test_bench_default_backend_is_vllm_when_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from mfs_core.bench.cli import default_backend
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "vllm" else real(name, *a))
+    assert default_backend() == "vllm"
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
+    assert default_backend() == "transformers"

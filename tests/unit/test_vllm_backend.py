@@ -425,7 +425,7 @@ def test_vllm_kwargs_may_not_repeat_a_setting() -> None:
 def test_engine_settings_change_the_backend_key() -> None:
     base = MFSSettings(backend="vllm")
     for change in ({"tensor_parallel_size": 2}, {"gpu_memory_utilization": 0.5}, {"max_model_len": 1024},
-                   {"enable_prefix_caching": False}, {"vllm_kwargs": {"enforce_eager": True}}):
+                   {"enable_prefix_caching": False}, {"vllm_kwargs": {"enforce_eager": True}}, {"kv_cache_gib": 2.0}):
         assert MFSSettings(backend="vllm", **change).backend_key() != base.backend_key(), change
     assert MFSSettings(backend="vllm", seed=9).backend_key() == base.backend_key()  # per-request seeds
 
