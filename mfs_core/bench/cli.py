@@ -34,8 +34,8 @@ def default_backend() -> str:
 
     ``"vllm"`` when the vllm package is installed (its CUDA or CPU build), else
     ``"transformers"``. Measured (docs/backends.md, "The backends side by side"): on 50
-    held-out demo questions at M = N = 4 on 2 CPU cores, MFS took 215 s through vLLM's CPU
-    build against 478 s on the transformers backend, which repays vLLM's ~45 s start within
+    held-out demo questions at M = N = 4 on 2 CPU cores, MFS took 211 s through vLLM's CPU
+    build against 445 s on the transformers backend, which repays vLLM's ~30 s start within
     one run; ``mfs ask`` (one question, where the start dominates) keeps the transformers
     default. Looks the package up without importing it.
     """
