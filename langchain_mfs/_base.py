@@ -121,6 +121,8 @@ class MFSParams(BaseModel):
     """``backend="vllm"``: GPUs the model is split across (default 1)."""
     gpu_memory_utilization: float = _DEFAULTS["gpu_memory_utilization"]
     """``backend="vllm"``: fraction of GPU memory vLLM may use (default 0.9)."""
+    kv_cache_gib: float | None = _DEFAULTS["kv_cache_gib"]
+    """``backend="vllm"``: KV cache in GiB (default None: 4 GiB on vLLM's CPU build, vLLM's sizing on a GPU)."""
     max_model_len: int | None = _DEFAULTS["max_model_len"]
     """Context window in tokens for vLLM, or overriding the server's (default None)."""
     enable_prefix_caching: bool = _DEFAULTS["enable_prefix_caching"]

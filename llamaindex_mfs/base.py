@@ -189,6 +189,7 @@ class MFSLLM(FunctionCallingLLM):
     num_parameters: Optional[int] = _setting("num_parameters")
     tensor_parallel_size: Optional[int] = _setting("tensor_parallel_size")
     gpu_memory_utilization: Optional[float] = _setting("gpu_memory_utilization")
+    kv_cache_gib: Optional[float] = _setting("kv_cache_gib")
     max_model_len: Optional[int] = _setting("max_model_len")
     enable_prefix_caching: Optional[bool] = _setting("enable_prefix_caching")
     vllm_kwargs: Optional[dict[str, Any]] = _setting("vllm_kwargs")
