@@ -128,7 +128,7 @@ def check_question(question: str) -> None:
 
 
 def check_model(settings: MFSSettings) -> None:
-    """Refuse a ``--model`` that names a local path that does not exist, before loading.
+    """Refuse a ``--model`` that names a local path (folder or ``.gguf`` file) that does not exist, before loading.
 
     A value that starts with ``/``, ``./``, ``../`` or ``~``, or has more than one ``/``, is
     a path (a Hugging Face name is ``org/name``). Only the backends that load the model
@@ -137,14 +137,21 @@ def check_model(settings: MFSSettings) -> None:
     Raises:
         CLIError: such a path is not a directory.
     """
+    from mfs_core.models import PACKAGED_MODELS
+
     model = settings.model
-    if settings.backend == "openai" or model == DEMO_MODEL:
+    if settings.backend == "openai" or model == DEMO_MODEL or model in PACKAGED_MODELS:
+        return
+    if model.lower().endswith(".gguf"):
+        if not Path(model).expanduser().is_file():
+            raise CLIError(f"model {model!r} was not found: no such GGUF file")
         return
     is_path = model.startswith(("/", "./", "../", "~")) or model.count("/") > 1
     if is_path and not Path(model).expanduser().is_dir():
         raise CLIError(
             f"model {model!r} was not found: no such directory (give a directory with a Hugging Face checkpoint, "
-            f"a model name in the local Hugging Face cache, or {DEMO_MODEL!r})"
+            f"a .gguf file, a model name in the local Hugging Face cache, {DEMO_MODEL!r}, or a packaged model: "
+            f"{', '.join(sorted(PACKAGED_MODELS))})"
         )
 
 

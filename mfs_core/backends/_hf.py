@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mfs_core.settings import DEMO_MODEL
 
 __all__ = [
     "count_parameters",
@@ -50,10 +49,11 @@ def local_model_source(model: str, tokenizer: str | None = None) -> str | None:
 
 
 def _resolve(name: str) -> str:
-    if name == DEMO_MODEL:
-        from mfs_core.backends.transformers import demo_model_path
+    from mfs_core.models import resolve_model_path
 
-        return str(demo_model_path())
+    resolved = resolve_model_path(name)  # the demo model, a packaged or .gguf model's converted folder
+    if resolved != name:
+        return resolved
     return str(Path(name).expanduser()) if Path(name).expanduser().is_dir() else name
 
 

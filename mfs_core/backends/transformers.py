@@ -45,26 +45,16 @@ import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from mfs_core.backends.base import ContextWindowError
-from mfs_core.settings import DEMO_MODEL, MFSSettings
+from mfs_core.models import demo_model_path, resolve_model_path
+from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest, TriggeredChoice
 
 __all__ = ["PrefillStats", "TransformersBackend", "demo_model_path", "resolve_model_path"]
 
 logger = logging.getLogger(__name__)
-
-
-def demo_model_path() -> Path:
-    """Directory of the bundled demo checkpoint (``mfs_core/demo/model``)."""
-    return Path(__file__).resolve().parent.parent / "demo" / "model"
-
-
-def resolve_model_path(model: str) -> str:
-    """Map ``"mfs-demo"`` to the bundled checkpoint; other names and paths pass through."""
-    return str(demo_model_path()) if model == DEMO_MODEL else model
 
 
 @dataclass

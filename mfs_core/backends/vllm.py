@@ -146,7 +146,7 @@ def engine_kwargs(settings: MFSSettings, *, cpu: bool = False) -> dict[str, Any]
         ValueError: ``vllm_kwargs`` sets a ``logprobs_mode`` other than ``"raw_logprobs"``, or
             ``enable_chunked_prefill=True`` on CPU.
     """
-    from mfs_core.backends.transformers import resolve_model_path
+    from mfs_core.models import resolve_model_path
 
     dtype = "float32" if cpu and settings.dtype == "auto" else settings.dtype
     kwargs: dict[str, Any] = {
