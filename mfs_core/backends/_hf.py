@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-
 __all__ = [
     "count_parameters",
     "encode_prompt",

@@ -12,7 +12,7 @@ samples equal to the in-process engine's: ``--served-model-name`` is ``settings.
 explicit ``SamplingParams`` does not apply it either).
 
 Used by the tests and ``benchmarks/backends.py``; a user runs the same command by hand
-(:func:`server_command` prints it).
+(:func:`server_command` returns its command line).
 """
 
 from __future__ import annotations

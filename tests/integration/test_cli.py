@@ -93,8 +93,10 @@ def no_model_load(monkeypatch):
         (["--prune-lambda", "-1"], {}, "error: invalid setting: prune_lambda=-1.0 (from --prune-lambda): Input should "
          "be greater than or equal to 0; allowed: 0.0 <= prune_lambda"),
         (["--model", "/nonexistent/model-dir"], {}, "error: model '/nonexistent/model-dir' was not found: no such "
-         "directory (give a directory with a Hugging Face checkpoint, a model name in the local Hugging Face cache, "
-         "or 'mfs-demo')"),
+         "directory (give a directory with a Hugging Face checkpoint, a .gguf file, a model name in the local Hugging "
+         "Face cache, 'mfs-demo', or a packaged model: smollm2-135m-instruct)"),
+        (["--model", "/nonexistent/weights.gguf"], {}, "error: model '/nonexistent/weights.gguf' was not found: no "
+         "such GGUF file"),
     ],
 )
 def test_bad_input_is_one_line_before_the_model_loads(no_model_load, monkeypatch, args, env, expected):
