@@ -20,7 +20,7 @@ from pathlib import Path
 
 from mfs_core.settings import DEMO_MODEL
 
-__all__ = ["DEMO_MODEL", "PACKAGED_MODELS", "convert_gguf", "demo_model_path", "gguf_file", "resolve_model_path"]
+__all__ = ["DEMO_MODEL", "PACKAGED_MODELS", "convert_gguf", "converted_folder", "demo_model_path", "gguf_file", "resolve_model_path"]
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +73,15 @@ def _cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mfs" / "gguf"
 
 
+def converted_folder(path: Path, cache_root: Path | None = None) -> Path:
+    """Where :func:`convert_gguf` keeps the checkpoint of ``path``: ``<stem>-<12 hex digits>``
+    of a SHA-256 over its resolved path, size (bytes) and modification time (ns), so a file
+    replaced at the same path gets a new folder."""
+    stat = path.stat()
+    key = hashlib.sha256(f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    return (cache_root or _cache_root()) / f"{path.stem}-{key}"
+
+
 def convert_gguf(path: Path, cache_root: Path | None = None) -> Path:
     """A float32 safetensors checkpoint (model, tokenizer, chat template) of the GGUF file ``path``.
 
@@ -91,10 +100,8 @@ def convert_gguf(path: Path, cache_root: Path | None = None) -> Path:
     Raises:
         ImportError: transformers, gguf or accelerate is missing (``pip install "mfs-decoding[gguf]"``).
     """
-    stat = path.stat()
-    key = hashlib.sha256(f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:12]
     root = cache_root or _cache_root()
-    target = root / f"{path.stem}-{key}"
+    target = converted_folder(path, root)
     if (target / "config.json").is_file():
         return target
     missing = [name for name in ("transformers", "gguf", "accelerate") if importlib.util.find_spec(name) is None]

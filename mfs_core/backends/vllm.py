@@ -102,7 +102,7 @@ def quiet_vllm(verbose: bool = False) -> None:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "INFO" if verbose else "WARNING")
 
 
-def _on_cpu(vllm: Any) -> bool:
+def _on_cpu() -> bool:
     """Whether the installed vLLM is its CPU build (``current_platform.is_cpu()``)."""
     try:
         from vllm.platforms import current_platform
@@ -215,7 +215,7 @@ class VLLMBackend:
             ValueError: a refused ``vllm_kwargs`` entry.
         """
         vllm = _import_vllm()
-        kwargs = engine_kwargs(settings, cpu=_on_cpu(vllm))
+        kwargs = engine_kwargs(settings, cpu=_on_cpu())
         llm = vllm.LLM(**kwargs)
         return cls(llm, settings.model, sampling_params_cls=vllm.SamplingParams,
                    num_parameters=settings.num_parameters)

@@ -17,6 +17,7 @@ Used by the tests and ``benchmarks/backends.py``; a user runs the same command b
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -44,8 +45,6 @@ def _flag(name: str, value: Any) -> list[str]:
     if value is False:
         return [] if name.startswith("disable_") else ["--no-" + name.replace("_", "-")]
     if isinstance(value, (dict, list)):
-        import json
-
         return [flag, json.dumps(value)]
     return [flag, str(value)]
 
@@ -69,7 +68,8 @@ def server_command(settings: MFSSettings, *, port: int, host: str = "127.0.0.1",
     from mfs_core.backends import vllm as vllm_backend
 
     if cpu is None:
-        cpu = vllm_backend._on_cpu(vllm_backend._import_vllm())
+        vllm_backend._import_vllm()
+        cpu = vllm_backend._on_cpu()
     kwargs = vllm_backend.engine_kwargs(settings, cpu=cpu)
     command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(kwargs.pop("model"))]
     for name, value in kwargs.items():

