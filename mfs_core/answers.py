@@ -6,11 +6,16 @@ numeric compare) builds on :func:`extract_answer`.
 
 from __future__ import annotations
 
+import ast
+import operator
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["AnswerExtractor", "Vote", "extract_answer", "extract_boxed", "majority_vote", "normalize_answer"]
+__all__ = [
+    "AnswerExtractor", "Vote", "arithmetic_value", "extract_answer", "extract_boxed", "extract_option", "majority_vote",
+    "normalize_answer",
+]
 
 AnswerExtractor = Callable[[str], "str | None"]
 """What the vote groups a completed path by: its answer (or action) key, None for no vote."""
@@ -20,6 +25,17 @@ _STANDALONE_OPTION = re.compile(r"^\(?([A-J])\)?\s*[.:;!]?\s*$")
 _LEADING_OPTION = re.compile(r"^\(?([A-J])\)?(?:[.:;,)\s]|$)")
 _PROSE = re.compile(r"[A-Za-z]{2,}")
 _NUMBER = re.compile(r"-?\$?\d[\d,]*(?:\.\d+)?")
+_LABELLED_OPTION = re.compile(r"^(?:\(([A-J])\)|([A-J])[.)])(?:\s|$)")
+_ARITHMETIC = re.compile(r"[\d\s+\-*/×÷().,$]+")
+_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+_OPTION_PHRASE = re.compile(
+    r"\banswer\b\s*(?:is|would be|should be|=|:)\s*:?|\b(?:correct|right|best)\s+(?:option|choice|answer)\b\s*(?:is)?\s*:?"
+    r"|\\boxed\s*\{",
+    re.IGNORECASE,
+)
+_OPTION_IS_RIGHT = re.compile(
+    r"(?:option|choice)?\s*\(?\b([A-J])\)?\s+is\s+(?:the\s+)?(?:correct|right|best|true)", re.IGNORECASE
+)
 
 
 def extract_boxed(text: str) -> str | None:
@@ -57,6 +73,84 @@ def normalize_answer(answer: str) -> str:
     return text
 
 
+def arithmetic_value(expression: str) -> str | None:
+    """The value of a plain arithmetic expression (numbers, ``+ - * / × ÷``, parentheses), or None.
+
+    ``"64 + 4 * 8"`` gives ``"96"``, ``"$1,200 / 4"`` gives ``"300"``, ``"7"`` gives ``"7"``;
+    text with anything else (``"x+1"``, ``"\\frac{1}{2}"``), a division by zero or no number gives
+    None. Evaluated on Python's ``ast`` (numbers and the four operators only), never ``eval``.
+    """
+    if not _ARITHMETIC.fullmatch(expression) or not re.search(r"\d", expression):
+        return None
+    source = re.sub(r"(?<=\d),(?=\d{3})", "", expression).replace("$", "").replace("×", "*").replace("÷", "/")
+    try:
+        tree = ast.parse(source.strip(" ."), mode="eval")
+    except SyntaxError:
+        return None
+
+    def value(node: ast.AST) -> float:
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            return float(node.value)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -value(node.operand)
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+            return _OPERATORS[type(node.op)](value(node.left), value(node.right))
+        raise ValueError(node)
+
+    try:
+        result = value(tree.body)
+    except (ValueError, ZeroDivisionError, OverflowError):
+        return None
+    return normalize_answer(f"{result:.10g}")
+
+
+def _settled(answer: str) -> str:
+    """An answer written as a calculation, reduced to its result.
+
+    ``"64 + 4 * 8 = 128 + 32 = 264"`` gives ``"264"`` (what follows the last ``=``);
+    an arithmetic expression gives its value (:func:`arithmetic_value`); other text is unchanged.
+    """
+    if "=" in answer and answer.rsplit("=", 1)[1].strip():
+        answer = answer.rsplit("=", 1)[1].strip()
+    value = arithmetic_value(answer)
+    return value if value is not None else answer
+
+
+def extract_option(text: str, letters: str = "ABCD") -> str | None:
+    """The option letter a multiple-choice response chooses, whatever wording surrounds it; or None.
+
+    Read from the last statement of a choice that names a letter of ``letters`` standing
+    alone (not inside a word; ``A`` followed by a lower-case word is the article):
+    ``\\boxed{C}``, "The answer is: (C)", "answer: C. Planetary days ...", "The correct option
+    is C", "Answer: option C", "Option C is correct", "(C) is the right choice". A response that
+    names no letter in such a statement gives None (listing the options is no choice).
+
+    Args:
+        text: a model response.
+        letters: the allowed labels, e.g. ``"ABCD"``, ``"ABCDE"`` or ``"1234"``.
+
+    Returns:
+        One character of ``letters``, or None.
+    """
+    alternatives = "".join(re.escape(letter) for letter in letters)
+    standalone = re.compile(rf"(?<![A-Za-z0-9])\(?([{alternatives}])\)?(?![A-Za-z0-9])")
+    choices: list[tuple[int, str]] = []
+    for phrase in _OPTION_PHRASE.finditer(text):
+        tail = text[phrase.end():].lstrip()
+        lines = [line for line in tail.split("\n")[:3] if line.strip()]
+        head = lines[0] if lines else ""
+        for found in standalone.finditer(head):
+            following = head[found.end():]
+            if found.group(1) == "A" and re.match(r" [a-z]", following) and "(" not in found.group(0):
+                continue  # the article: "The answer is a planet that ..."
+            choices.append((phrase.start(), found.group(1)))
+            break
+    for found in _OPTION_IS_RIGHT.finditer(text):
+        if found.group(1).upper() in letters:
+            choices.append((found.start(), found.group(1).upper()))
+    return max(choices)[1] if choices else None
+
+
 def extract_answer(text: str, options: str | None = None) -> str | None:
     """Extract the answer a completed path states, normalised, or None.
 
@@ -68,7 +162,11 @@ def extract_answer(text: str, options: str | None = None) -> str | None:
     * else, when the line is prose (a word of two letters or more, no LaTeX), its last number
       (``"The answer is: A total of 12 apples."`` gives ``"12"``, ``"answer is I think 42"``
       gives ``"42"``);
-    * else the whole line, normalised (``"42."`` gives ``"42"``, ``"x+1"`` stays).
+    * an option label opening the line (``"(C) Planetary days ..."``, ``"C. Planetary days"``)
+      gives the letter;
+    * else the whole line, normalised (``"42."`` gives ``"42"``, ``"x+1"`` stays); a
+      calculation gives its result, never the expression (``"64 + 4 * 8 = 128 + 32 = 264"``
+      gives ``"264"``, ``"128 + 32"`` gives ``"160"``; also inside ``\\boxed{}``).
 
     Args:
         text: a completed reasoning path (the end marker may still be in it).
@@ -80,22 +178,22 @@ def extract_answer(text: str, options: str | None = None) -> str | None:
     """
     boxed = extract_boxed(text)
     if boxed is not None:
-        return normalize_answer(boxed) or None
+        return normalize_answer(_settled(boxed)) or None
     matches = _ANSWER_IS.findall(text)
     if not matches:
         return None
     line = matches[-1].split("<")[0].strip().split("\n")[0].strip()
-    option = _STANDALONE_OPTION.match(line)
+    option = _STANDALONE_OPTION.match(line) or _LABELLED_OPTION.match(line)
     if option is None and options:
         option = _LEADING_OPTION.match(line)
         if option is not None and option.group(1) not in options.upper():
             option = None
     if option:
-        return option.group(1)
+        return next(group for group in option.groups() if group)
     numbers = _NUMBER.findall(line)
     if numbers and _PROSE.search(line) and "\\" not in line:
         return normalize_answer(numbers[-1].replace("$", "")) or None
-    return normalize_answer(line) or None
+    return normalize_answer(_settled(line)) or None
 
 
 @dataclass(frozen=True)

@@ -149,8 +149,8 @@ class Candidate:
         text: the step text (without the step delimiter).
         step_logprob: mean log-probability per token of the step, nats.
         step_tokens: tokens of the step.
-        finished: the step closed the answer (end marker, EOS or empty).
-        pruned: removed by width pruning (no foresight rollout).
+        finished: the step closed the answer (the end marker or the model's EOS token).
+        pruned: removed by width pruning (no foresight rollout), or a blank step (whitespace only).
         foresight_quality: ``F_t``, mean log-prob per token of its rollouts (nats); None if pruned.
         step_value: ``V = F_t - baseline`` (paper eq. 8, nats); None if not computed.
         deficit: ``D_t = F_best - F_t`` over the scored candidates (eq. 9, nats).

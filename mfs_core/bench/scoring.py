@@ -6,14 +6,18 @@ Rewritten from ``eval/eval_*.py`` of ``miraclehetech/EACL2026-Martingale-Foresig
 | --- | --- | --- |
 | ``gsm``, ``demo`` | last ``\\boxed{}``, else ``<boxed></boxed>``, else the whole text; then its last number (``$``, ``,`` and ``%`` dropped; ``a/b`` and ``\\frac{a}{b}`` as fractions) | ``|pred - gold| < 1e-5`` |
 | ``math`` | last ``\\boxed{}``, else ``<boxed>``, else after ``answer is:``, else the last 100 characters; LaTeX normalised (``\\frac``, ``\\dfrac``, ``\\left``, ``\\!``, ``\\text{}``, ``^\\circ``, ``\\%``) then read as a number | numeric: ``|pred - gold| < 1e-5``; a non-numeric gold: equal normalised strings |
-| ``gpqa``, ``arc`` | the first of ``A-E`` (GPQA) / ``A-D`` (ARC) after the last ``answer is``; ``1-4`` when the gold is a digit (a few ARC questions) | the letter equals the gold |
-| ``reclor``, ``logiqa`` | the first of ``A-E`` (ReClor) / ``A-D`` (LogiQA) after the last ``answer is``, as an index | the index equals the gold label |
+| ``gpqa``, ``arc`` | the option letter of the last statement of a choice (:func:`mfs_core.answers.extract_option`: ``A-E`` for GPQA, ``A-D`` for ARC; ``1-4`` when the gold is a digit, a few ARC questions) | the letter equals the gold |
+| ``reclor``, ``logiqa`` | the same, ``A-E`` (ReClor) / ``A-D`` (LogiQA), as an index | the index equals the gold label |
 
 Differences from the release, all on purpose: ``\\boxed{}`` is read with balanced braces
 (the release's non-greedy regex reads ``\\boxed{\\frac{1}{2}}`` as ``\\frac{1``, scoring a
 right answer wrong); ``\\frac`` is understood in GSM8K answers too; a question without an
 extractable answer counts as wrong (the release's letter-answer scripts drop it from the
-denominator); votes break ties by path quality instead of first occurrence.
+denominator); votes break ties by path quality instead of first occurrence; an option letter
+must stand alone in a statement of the choice ("The answer is: (C)", "Answer: option C",
+"\\boxed{C}", "Option C is correct"): the release takes the first capital ``A-D`` anywhere after
+the last "answer is" (``"The answer is: Because ..."`` reads ``B``) and, with no "answer is" at
+all, anywhere in the response (a response that only lists the options reads ``A``).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mfs_core.answers import extract_boxed, majority_vote
+from mfs_core.answers import extract_boxed, extract_option, majority_vote
 
 __all__ = [
     "KINDS",
@@ -185,15 +189,6 @@ def _math_answer(text: str) -> str | None:
     return _format_number(value) if value is not None else None
 
 
-def _letter_answer(text: str, letters: str) -> str | None:
-    """The first allowed capital letter (or digit) after the last ``answer is``."""
-    tail = text.split("answer is")[-1]
-    for char in tail:
-        if char in letters:
-            return char
-    return None
-
-
 def extract_prediction(kind: str, text: str, target: object = None) -> str | None:
     """The canonical answer ``text`` gives under the rules of ``kind`` (see the module table).
 
@@ -218,7 +213,7 @@ def extract_prediction(kind: str, text: str, target: object = None) -> str | Non
     letters = _LETTERS[kind]
     if kind == "arc" and str(target) in ("1", "2", "3", "4"):
         letters = "1234"
-    letter = _letter_answer(text, letters)
+    letter = extract_option(text, letters)
     if letter is None:
         return None
     return str(letters.index(letter)) if kind in ("reclor", "logiqa") else letter

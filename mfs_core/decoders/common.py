@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
@@ -16,8 +17,8 @@ from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, DecodeResult, GenerationRequest, StepTrace
 
 __all__ = [
-    "Decoder", "StepSink", "TokenTally", "decode_rng", "finish_result", "prompt_key", "report_step", "request_seed",
-    "step_sink",
+    "MAX_BLANK_LINES", "Decoder", "StepSink", "TokenTally", "decode_rng", "finish_result", "is_blank_step",
+    "prompt_key", "report_step", "request_seed", "sample_steps", "step_sink",
 ]
 
 Decoder = Generator[list[GenerationRequest], list[list[Continuation]], DecodeResult]
@@ -71,6 +72,82 @@ def step_sink(sink: StepSink) -> Iterator[None]:
 def request_seed(rng: np.random.Generator) -> int:
     """A fresh request seed in [0, 2**31) drawn from the decoder's generator."""
     return int(rng.integers(0, 2**31 - 1))
+
+
+MAX_BLANK_LINES = 4
+"""Most blank lines in a row a step may start with before :func:`sample_steps` stops continuing it."""
+
+
+def is_blank_step(cont: Continuation, end_marker: str) -> bool:
+    """Whether ``cont`` is a blank line: whitespace only, ended by a stop string other than the end marker.
+
+    A model that separates its steps by blank lines (``1. ...\n\n2. ...``) stops a step at the
+    first ``\n`` and writes the blank line as the next "step": whitespace ended by the step
+    delimiter. It neither is a step nor ends the path (EOS or the end marker do; a
+    continuation cut by ``max_tokens`` is not blank).
+    """
+    return not cont.text.strip() and cont.finish_reason == "stop" and cont.stop_reason != end_marker
+
+
+def _joined(first: Continuation, delimiter: str, rest: Continuation) -> Continuation:
+    """``first`` (a blank line), the delimiter that ended it, then ``rest``: one continuation.
+
+    Text ``first.text + delimiter + rest.text``; tokens and log-prob sums add; the finish
+    and stop reasons are ``rest``'s; the prompt tokens ``first``'s (the step's prompt).
+    """
+    return Continuation(
+        text=first.text + delimiter + rest.text, token_ids=first.token_ids + rest.token_ids,
+        logprob_sum=first.logprob_sum + rest.logprob_sum, finish_reason=rest.finish_reason,
+        stop_reason=rest.stop_reason, prompt_tokens=first.prompt_tokens,
+    )
+
+
+def sample_steps(
+    requests: Sequence[GenerationRequest], settings: MFSSettings, rng: np.random.Generator, tally: "TokenTally"
+) -> Generator[list[GenerationRequest], list[list[Continuation]], list[list[Continuation]]]:
+    """Sample one step per continuation of ``requests``, continuing past blank lines.
+
+    Yields ``requests`` (counted in ``tally``); every continuation that is a blank line
+    (:func:`is_blank_step`) is sampled again from after it (``prompt + text + delimiter``,
+    one sample, a fresh seed from ``rng``, the tokens it has left of ``max_tokens``), up to
+    :data:`MAX_BLANK_LINES` times, and joined to what follows (:func:`_joined`): the step's
+    text then starts with the blank line (``"\n2. ..."``), its log-prob is the mean over all its
+    tokens, and the beam keeps the model's own layout. A step still blank after that (or with
+    no tokens left) comes back blank; the decoder does not keep it as a step.
+    Each extra round is one more yield, made only when some continuation was blank.
+
+    Args:
+        requests: the step requests (stop strings include ``settings.step_delimiter``).
+        settings: gives ``step_delimiter`` and ``end_marker``.
+        rng: the decode's generator (seeds of the extra requests).
+        tally: token totals, updated with every round.
+
+    Returns:
+        The continuations, ``len(requests)`` lists of ``request.n`` each.
+    """
+    delim, end = settings.step_delimiter, settings.end_marker
+    outputs = yield list(requests)
+    tally.add(requests, outputs)
+    outputs = [list(conts) for conts in outputs]
+    for _ in range(MAX_BLANK_LINES):
+        blank = [
+            (r, k) for r, conts in enumerate(outputs) for k, cont in enumerate(conts)
+            if is_blank_step(cont, end) and cont.num_tokens < requests[r].max_tokens
+        ]
+        if not blank:
+            break
+        again = [
+            dataclasses.replace(
+                requests[r], prompt=requests[r].prompt + outputs[r][k].text + delim, n=1, seed=request_seed(rng),
+                max_tokens=requests[r].max_tokens - outputs[r][k].num_tokens,
+            )
+            for r, k in blank
+        ]
+        more = yield again
+        tally.add(again, more)
+        for (r, k), conts in zip(blank, more):
+            outputs[r][k] = _joined(outputs[r][k], delim, conts[0])
+    return outputs
 
 
 @dataclass

@@ -13,7 +13,15 @@ import numpy as np
 
 from mfs_core import martingale
 from mfs_core.answers import AnswerExtractor
-from mfs_core.decoders.common import Decoder, TokenTally, decode_rng, finish_result, report_step, request_seed
+from mfs_core.decoders.common import (
+    Decoder,
+    TokenTally,
+    decode_rng,
+    finish_result,
+    report_step,
+    request_seed,
+    sample_steps,
+)
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Candidate, Continuation, GenerationRequest, StepTrace
 
@@ -25,6 +33,7 @@ STOP_REASONS = {
     "all_finished": "every candidate of the last step finished (the best of them fill the pool up to M)",
     "finished_pool_full": "the finished pool reached M paths while candidates were still open",
     "max_steps": "max_steps deliberation steps were done",
+    "blank_steps": "every candidate of the step stayed blank (whitespace only): the beams are completed as they stand",
 }
 """The ``stop_reason`` values of an MFS decode and what each means."""
 
@@ -51,7 +60,8 @@ class _Beam:
 
 
 def _is_finished(cont: Continuation, end_marker: str) -> bool:
-    return cont.finish_reason == "eos" or cont.stop_reason == end_marker or not cont.text.strip()
+    """The candidate ends its path: the model's EOS token or the end marker stopped it."""
+    return cont.finish_reason == "eos" or cont.stop_reason == end_marker
 
 
 def decode_mfs(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor | None = None) -> Decoder:
@@ -106,8 +116,7 @@ def decode_mfs(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
             )
             for beam in beams
         ]
-        outputs = yield requests
-        tally.add(requests, outputs)
+        outputs = yield from sample_steps(requests, s, rng, tally)  # blank lines continued (MAX_BLANK_LINES)
         candidates = [
             Candidate(beam_index=b, text=c.text, step_logprob=c.mean_logprob, step_tokens=c.num_tokens,
                       finished=_is_finished(c, s.end_marker), parent_quality=beams[b].quality,
@@ -116,18 +125,25 @@ def decode_mfs(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
         ]
         step = StepTrace(step=t, candidates=candidates, stop_epsilon=s.stop_epsilon)
         trace.append(step)
+        # A candidate still blank (whitespace only, open) is no step: recorded as pruned.
+        for cand in candidates:
+            if not cand.finished and not cand.text.strip():
+                cand.pruned = True
 
         # 6. Finished candidates go to the pool, best step log-prob first: at most ⌊f·M⌋ per
         # step while candidates are open; when every candidate finished, the best up to M.
         finished = [c for c in candidates if c.finished]
         finished = [finished[i] for i in martingale.order_by_value([c.step_logprob for c in finished])]
-        open_cands = [c for c in candidates if not c.finished]
+        open_cands = [c for c in candidates if not c.finished and not c.pruned]
         slots = s.step_beam_size - len(finished_pool)
         pooled = finished[: min(max_finished_per_step, slots) if open_cands else slots]
         for cand in pooled:
             cand.selected = True
             cand.foresight_quality = cand.step_logprob
             finished_pool.append((beams[cand.beam_index].text + cand.text, cand.step_logprob))
+        if not open_cands and not finished:
+            stop_reason = "blank_steps"  # the beams (and their rollouts, if any) are completed below
+            break
         if not open_cands:
             stop_reason = "all_finished"
             beams = []

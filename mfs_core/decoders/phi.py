@@ -55,7 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mfs_core.answers import extract_answer
-from mfs_core.decoders.common import Decoder, TokenTally, decode_rng, report_step, request_seed
+from mfs_core.decoders.common import Decoder, TokenTally, decode_rng, report_step, request_seed, sample_steps
 from mfs_core.martingale import selection_weights
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Candidate, DecodeResult, GenerationRequest, StepTrace
@@ -207,8 +207,7 @@ def decode_phi(prompt: str, settings: MFSSettings, config: PhiConfig | None = No
         if trace:  # the previous step is done: tell a listening engine (mfs_core.events)
             report_step(trace[-1], [beam.text for beam in beams if not beam.closed])
         requests = sample([beams[b].text for b in open_beams], s.num_rollouts, s.max_step_tokens, (delim, end))
-        outputs = yield requests
-        tally.add(requests, outputs)
+        outputs = yield from sample_steps(requests, s, rng, tally)  # blank lines continued, then stripped
         sampled = [
             Candidate(beam_index=b, text=cont.text.strip(), step_logprob=cont.mean_logprob, step_tokens=cont.num_tokens,
                       finished=c.close_finished and (cont.finish_reason == "eos" or cont.stop_reason == end))

@@ -2,7 +2,14 @@
 
 import pytest
 
-from mfs_core.answers import extract_answer, extract_boxed, majority_vote, normalize_answer
+from mfs_core.answers import (
+    arithmetic_value,
+    extract_answer,
+    extract_boxed,
+    extract_option,
+    majority_vote,
+    normalize_answer,
+)
 
 
 @pytest.mark.parametrize(
@@ -74,3 +81,53 @@ def test_option_letters_of_a_multiple_choice_task():
     assert extract_answer("The answer is B, because the passage says so.") == "B, because the passage says so"
     # A letter outside the options is no option.
     assert extract_answer("The answer is F, surely 3.", options="ABCD") == "3"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The answer is 64 + 4 * 8 = 128 + 32 = 264", "264"),  # SmolLM2 on GSM8K: never the expression
+        ("The answer is: 128 + 32.", "160"),
+        ("The answer is: \\boxed{3 + 4 = 7}", "7"),
+        ("The answer is: $1,200 / 4", "300"),
+        ("The answer is: (C) Planetary days will become shorter.", "C"),
+        ("The answer is: C. Planetary days", "C"),
+        ("The answer is: x = y + 1", "y + 1"),
+    ],
+)
+def test_a_calculation_gives_its_result_and_a_labelled_option_its_letter(text, expected):
+    assert extract_answer(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("expression", "value"),
+    [("64 + 4 * 8", "96"), ("(3 + 4) * 2", "14"), ("7", "7"), ("10 / 4", "2.5"), ("1/0", None), ("x+1", None),
+     ("2 ** 10", None), ("", None)],
+)
+def test_arithmetic_value(expression, value):
+    assert arithmetic_value(expression) == value
+
+
+@pytest.mark.parametrize(
+    ("text", "letters", "expected"),
+    [
+        ("The answer is: (C)", "ABCD", "C"),
+        ("The answer is: C. Planetary days will become shorter.", "ABCD", "C"),
+        ("The correct answer is (B) buildings will be made safer", "ABCD", "B"),
+        ("Answer: option D", "ABCD", "D"),
+        ("Option B is correct.", "ABCD", "B"),
+        ("The best choice is D", "ABCD", "D"),
+        ("The answer is:\n\n(B) buildings will be made safer", "ABCD", "B"),
+        ("so \\boxed{A}", "ABCD", "A"),
+        ("The answer is a planet that spins. (B)", "ABCD", "B"),  # "a" is the article
+        ("The answer is: Because light is absorbed", "ABCD", None),  # the release read "B"
+        ("(A) fast\n(B) safe\n(C) nice\n(D) cheap", "ABCD", None),  # listing the options is no choice
+        ("To answer this, compare (A) and (B).", "ABCD", None),
+        ("The answer is C. No wait, the answer is D.", "ABCD", "D"),  # the last statement
+        ("The answer is E.", "ABCD", None),
+        ("The answer is E.", "ABCDE", "E"),
+        ("The answer is 2.", "1234", "2"),
+    ],
+)
+def test_extract_option_reads_the_chosen_letter(text, letters, expected):
+    assert extract_option(text, letters) == expected

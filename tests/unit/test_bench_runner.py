@@ -177,7 +177,8 @@ def test_paper_set_prompts_follow_the_release() -> None:
     prompt = render_example(data.examples[0], backend, settings)
     question = data.examples[0].question
     assert question.startswith("The question: Janet") and question.endswith("\nPlease directly output the reasoning steps.\n")
-    assert prompt == (f"<s><|system|>\n{SYSTEM_PROMPTS['gsm']}\n<|user|>\n{question}\n<|assistant|>"
+    # the template's newline after the assistant role is kept (the releases right-strip it)
+    assert prompt == (f"<s><|system|>\n{SYSTEM_PROMPTS['gsm']}\n<|user|>\n{question}\n<|assistant|>\n"
                       "The reasoning steps are:\n\n")
     assert SYSTEM_PROMPTS["gsm"].count("<end_of_reasoning>") == 9  # the instruction and 8 examples
     reclor = load_dataset("reclor", data_dir=FIXTURES / "data", limit=1).examples[0]

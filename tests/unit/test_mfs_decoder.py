@@ -330,3 +330,69 @@ def test_rollout_temperature_applies_to_rollouts_only():
     assert {r.temperature for r in steps} == {0.7} and {r.temperature for r in rollouts} == {1.0}
     _, backend = run(temperature=0.7)
     assert {r.temperature for r in backend.requests} == {0.7}
+
+
+# --- blank lines between steps (a real model's layout: "1. ...\n\n2. ...") -------------------------
+def _blank_line_model(blank_prompts, rollouts):
+    """Steps from ``Q:``: one candidate writes a blank line first (stopped at "\\n" with no text)."""
+
+    def script(request):
+        if request.stop == STEP_STOP:
+            if request.prompt in blank_prompts:  # the blank line's continuation: one sample
+                assert request.n == 1
+                return [continuation(blank_prompts[request.prompt], logprobs=[-0.2, -0.2], stop_reason="\n")]
+            return [continuation("", logprobs=[-0.1], stop_reason="\n"),
+                    continuation("b", logprobs=[-0.3, -0.3], stop_reason="\n")]
+        text, lp = rollouts[request.prompt]
+        return [continuation(text, logprobs=[lp] * 4, stop_reason=END)] * request.n
+
+    return ScriptedBackend(script, num_parameters=1000)
+
+
+def test_a_blank_line_is_continued_into_the_step_after_it():
+    rollouts = {"Q:\na\n": ("The answer is: \\boxed{1}.", -0.2), "Q:b\n": ("The answer is: \\boxed{2}.", -0.4)}
+    backend = _blank_line_model({"Q:\n": "a"}, rollouts)
+    settings = MFSSettings(prompt_format="raw", step_beam_size=1, num_rollouts=2, width_pruning=False, max_steps=1)
+    result = MFSEngine(backend, settings).decode(["Q:"])[0]
+    cands = result.steps[0].candidates
+    # The blank candidate is re-sampled from after its blank line and joined to what follows:
+    # text "\na", 3 tokens, mean log-prob (-0.1 - 0.2 - 0.2) / 3; not finished, not a step of its own.
+    assert [c.text for c in cands] == ["\na", "b"] and [c.finished for c in cands] == [False, False]
+    assert cands[0].step_tokens == 3 and cands[0].step_logprob == pytest.approx(-0.5 / 3)
+    assert [[r.prompt for r in call] for call in backend.calls[:2]] == [["Q:"], ["Q:\n"]]
+    assert backend.calls[1][0].max_tokens == settings.max_step_tokens - 1
+    # Foresight from the joined step keeps the model's layout (the blank line stays in the path).
+    assert sorted(r.prompt for r in backend.calls[2]) == ["Q:\na\n", "Q:b\n"]
+    assert result.prompt_tokens > 0 and result.output_tokens == 1 + 2 + 2 + 2 * 4
+    assert "\na\nThe answer is: \\boxed{1}." in result.completions
+
+
+def test_a_step_that_stays_blank_is_neither_a_step_nor_a_finished_path():
+    from mfs_core.decoders.common import MAX_BLANK_LINES
+
+    def script(request):
+        if request.stop == STEP_STOP:
+            return [continuation("", logprobs=[-0.1], stop_reason="\n")] * request.n
+        return [continuation("The answer is: \\boxed{3}.", logprobs=[-0.1] * 3, stop_reason=END)] * request.n
+
+    backend = ScriptedBackend(script)
+    settings = MFSSettings(prompt_format="raw", step_beam_size=2, num_rollouts=2, max_steps=3)
+    result = MFSEngine(backend, settings).decode(["Q:"])[0]
+    cands = result.steps[0].candidates
+    assert len(result.steps) == 1 and result.stop_reason == "blank_steps"
+    assert all(c.pruned and not c.finished and c.text == "\n" * MAX_BLANK_LINES for c in cands)
+    # 1 step call, MAX_BLANK_LINES continuations, then the root's M paths are sampled to the end.
+    assert backend.num_calls == 1 + MAX_BLANK_LINES + 1
+    assert result.completions == ["The answer is: \\boxed{3}."] * 2 and result.answer == "3"
+
+
+def test_an_empty_step_ended_by_eos_finishes_its_path():
+    def script(request):
+        if request.stop == STEP_STOP:
+            return [continuation("", logprobs=[-0.1], finish_reason="eos")] * request.n
+        raise AssertionError("no rollout: every candidate finished")
+
+    backend = ScriptedBackend(script)
+    result = MFSEngine(backend, MFSSettings(prompt_format="raw", step_beam_size=2, num_rollouts=2)).decode(["Q:"])[0]
+    assert result.stop_reason == "all_finished" and backend.num_calls == 1
+    assert all(c.finished for c in result.steps[0].candidates)
