@@ -148,6 +148,11 @@ class MFSParams(BaseModel):
     constrain_tool_names: bool = _DEFAULTS["constrain_tool_names"]
     """Keep the names of the calls the model writes to the bound tools (default True; the
     transformers backend honours it)."""
+    answer_trigger: str | None = _DEFAULTS["answer_trigger"]
+    """Appended to a completed path that states no answer, to read one (default None: off;
+    e.g. ``"\\nThe answer is:"`` for a pretrained model that loops to the token cap)."""
+    answer_trigger_tokens: int = _DEFAULTS["answer_trigger_tokens"]
+    """Most tokens read after ``answer_trigger`` (default 32)."""
     max_step_tokens: int = _DEFAULTS["max_step_tokens"]
     """Most tokens of one reasoning step (default 64)."""
     max_answer_tokens: int = _DEFAULTS["max_answer_tokens"]

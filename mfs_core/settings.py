@@ -227,6 +227,15 @@ class MFSSettings(BaseSettings):
         description="Keep the names of the tool calls the model writes to the tools it was given (a lazy "
         "constraint on the 'hermes' format, honoured by the transformers backend).",
     )
+    answer_trigger: str | None = Field(
+        default=None,
+        description="Text appended to a completed path that states no answer, then up to answer_trigger_tokens "
+        "greedy tokens read its answer (Kojima et al., 2022's answer trigger; e.g. '\\nThe answer is:'); None: off "
+        "(the paper's and the demo model's runs). For a pretrained model that loops to the token cap.",
+    )
+    answer_trigger_tokens: int = Field(
+        default=32, ge=1, le=4096, description="Most tokens read after answer_trigger (tokens)."
+    )
     max_step_tokens: int = Field(default=64, ge=1, le=65536, description="Most tokens of one step (tokens).")
     max_answer_tokens: int = Field(
         default=512, ge=1, le=65536,

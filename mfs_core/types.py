@@ -242,6 +242,8 @@ class DecodeResult:
             had no rollout (tokens; 0 when every path finished "without extra tokens").
         search_settings: the decoder settings the trace depends on (M, N, λ1, ε_stop,
             ``min_steps``, ...), so the trace can be checked from the result alone.
+        completion_triggered: for each completed path, whether its answer was read after
+            ``MFSSettings.answer_trigger`` (the path stated none); empty when the trigger is off.
     """
 
     text: str
@@ -260,6 +262,7 @@ class DecodeResult:
     num_parameters: int | None = None
     completion_tokens: int = 0
     search_settings: dict[str, Any] = field(default_factory=dict)
+    completion_triggered: list[bool] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field (steps and candidates included)."""

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from mfs_core.answers import AnswerExtractor
-from mfs_core.decoders.common import Decoder, TokenTally, decode_rng, finish_result, request_seed
+from mfs_core.decoders.common import Decoder, TokenTally, ask_for_answers, decode_rng, finish_result, request_seed
 from mfs_core.settings import MFSSettings
 from mfs_core.types import DecodeResult, GenerationRequest
 
@@ -36,7 +36,8 @@ def decode_cot(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
         answer_key: what the answer is read by (default: the extracted answer).
 
     Yields:
-        One list with one request.
+        One list with one request (and one more when ``settings.answer_trigger`` asks for
+        the answer: :func:`~mfs_core.decoders.common.ask_for_answers`).
 
     Returns:
         The :class:`DecodeResult`, ``stop_reason="greedy"``, ``method="cot"``.
@@ -49,9 +50,10 @@ def decode_cot(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
     outputs = yield [request]
     tally.add([request], outputs)
     cont = outputs[0][0]
+    texts, triggered = yield from ask_for_answers(prompt, [cont.text], settings, tally, answer_key)
     return finish_result(
-        [cont.text], [cont.mean_logprob], settings, tally, stop_reason="greedy", steps=[], method="cot",
-        answer_key=answer_key,
+        texts, [cont.mean_logprob], settings, tally, stop_reason="greedy", steps=[], method="cot",
+        answer_key=answer_key, triggered=triggered,
     )
 
 
@@ -87,9 +89,10 @@ def decode_self_consistency(
     outputs = yield [request]
     tally.add([request], outputs)
     conts = outputs[0]
+    texts, triggered = yield from ask_for_answers(prompt, [c.text for c in conts], settings, tally, answer_key)
     return finish_result(
-        [c.text for c in conts], [c.mean_logprob for c in conts], settings, tally,
-        stop_reason="sampled", steps=[], method="sc", answer_key=answer_key,
+        texts, [c.mean_logprob for c in conts], settings, tally,
+        stop_reason="sampled", steps=[], method="sc", answer_key=answer_key, triggered=triggered,
     )
 
 

@@ -17,7 +17,7 @@ from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, DecodeResult, GenerationRequest, StepTrace
 
 __all__ = [
-    "MAX_BLANK_LINES", "Decoder", "StepSink", "TokenTally", "decode_rng", "finish_result", "is_blank_step",
+    "MAX_BLANK_LINES", "Decoder", "ask_for_answers", "StepSink", "TokenTally", "decode_rng", "finish_result", "is_blank_step",
     "prompt_key", "report_step", "request_seed", "sample_steps", "step_sink",
 ]
 
@@ -150,6 +150,54 @@ def sample_steps(
     return outputs
 
 
+def ask_for_answers(
+    prompt: str, completions: Sequence[str], settings: MFSSettings, tally: "TokenTally",
+    answer_key: AnswerExtractor | None = None,
+) -> Generator[list[GenerationRequest], list[list[Continuation]], tuple[list[str], list[bool]]]:
+    """Read an answer from each completed path that states none, after ``settings.answer_trigger``.
+
+    Kojima et al. (2022)'s answer trigger: a path whose answer ``extract_answer`` cannot read
+    (a pretrained model that loops to ``max_answer_tokens`` or stops without a conclusion)
+    gets ``answer_trigger`` appended and up to ``answer_trigger_tokens`` greedy tokens, stopped
+    at the step delimiter or the end marker, in one round for all such paths. Greedy, so the
+    decode's random stream is untouched: the search is the same with the trigger on or off.
+    With the trigger off (None), with tools bound (``answer_key`` given: the vote is over
+    actions) or when every path states an answer, no request is made.
+
+    Args:
+        prompt: the rendered model prompt the paths continue.
+        completions: the completed paths' texts (after the prompt).
+        settings: gives ``answer_trigger``, ``answer_trigger_tokens``, ``step_delimiter``, ``end_marker``.
+        tally: token totals, updated with the round.
+        answer_key: the decode's answer key; None: the plain answer vote.
+
+    Returns:
+        ``(texts, triggered)``: the paths, each triggered one followed by the trigger and what
+        the model wrote after it; for each path whether it was triggered (empty list when the
+        trigger is off).
+    """
+    texts = list(completions)
+    if settings.answer_trigger is None or answer_key is not None:
+        return texts, []
+    todo = [i for i, text in enumerate(texts) if extract_answer(text) is None]
+    triggered = [i in todo for i in range(len(texts))]
+    if not todo:
+        return texts, triggered
+    requests = [
+        GenerationRequest(
+            prompt=prompt + texts[i] + settings.answer_trigger, n=1, max_tokens=settings.answer_trigger_tokens,
+            stop=(settings.step_delimiter, settings.end_marker), temperature=settings.temperature,
+            top_p=settings.top_p, seed=settings.seed, greedy=True,
+        )
+        for i in todo
+    ]
+    outputs = yield requests
+    tally.add(requests, outputs)
+    for i, conts in zip(todo, outputs):
+        texts[i] = texts[i] + settings.answer_trigger + conts[0].text
+    return texts, triggered
+
+
 @dataclass
 class TokenTally:
     """Running totals of a decode: prompt tokens (once per request) and output tokens."""
@@ -187,13 +235,15 @@ def finish_result(
     completion_tokens: int = 0,
     search_settings: dict[str, Any] | None = None,
     answer_key: AnswerExtractor | None = None,
+    triggered: Sequence[bool] = (),
 ) -> DecodeResult:
     """Aggregate completed paths into a :class:`DecodeResult` (MFS_SPEC.md step 9).
 
     ``majority``: the most common extracted answer, ties broken by the highest ``F``; the
     text is that answer's best path (with no answer anywhere: the best-``F`` non-blank path). ``best_quality``: the path with the highest ``F``;
     its vote share is the share of paths that agree with its answer.
-    ``completion_tokens`` and ``search_settings`` are copied into the result.
+    ``completion_tokens``, ``search_settings`` and ``triggered`` (:func:`ask_for_answers`) are
+    copied into the result.
 
     ``answer_key`` replaces :func:`~mfs_core.answers.extract_answer` as what paths are
     grouped by (None: no vote); with tools bound it is the normalised action of
@@ -228,4 +278,5 @@ def finish_result(
         method=method,
         completion_tokens=completion_tokens,
         search_settings=dict(search_settings or {}),
+        completion_triggered=list(triggered),
     )

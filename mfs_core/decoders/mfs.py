@@ -16,6 +16,7 @@ from mfs_core.answers import AnswerExtractor
 from mfs_core.decoders.common import (
     Decoder,
     TokenTally,
+    ask_for_answers,
     decode_rng,
     finish_result,
     report_step,
@@ -255,8 +256,10 @@ def decode_mfs(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
             for cont in filled[id(beam)]:
                 completions.append(beam.text + cont.text)
                 qualities.append(cont.mean_logprob)
+    # A path that states no answer is asked for one (settings.answer_trigger; off by default).
+    completions, triggered = yield from ask_for_answers(prompt, completions, s, tally, answer_key)
     return finish_result(
         completions, qualities, settings, tally, stop_reason=stop_reason, steps=trace, method="mfs",
         completion_tokens=completion_tokens, search_settings={name: getattr(s, name) for name in SEARCH_SETTINGS},
-        answer_key=answer_key,
+        answer_key=answer_key, triggered=triggered,
     )

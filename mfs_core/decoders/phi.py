@@ -55,7 +55,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from mfs_core.answers import extract_answer
-from mfs_core.decoders.common import Decoder, TokenTally, decode_rng, report_step, request_seed, sample_steps
+from mfs_core.decoders.common import (
+    Decoder,
+    TokenTally,
+    ask_for_answers,
+    decode_rng,
+    report_step,
+    request_seed,
+    sample_steps,
+)
 from mfs_core.martingale import selection_weights
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Candidate, DecodeResult, GenerationRequest, StepTrace
@@ -282,6 +290,8 @@ def decode_phi(prompt: str, settings: MFSSettings, config: PhiConfig | None = No
             completions.append(beam.text)
     advantages = [q - beam.value for q, beam in zip(qualities, beams)]
     index = _choose_final(responses, advantages, s, c, rng)
+    # A path that states no answer is asked for one (settings.answer_trigger; off by default).
+    completions, triggered = yield from ask_for_answers(prompt, completions, s, tally)
     answers = [extract_answer(text) for text in completions]
     answer = answers[index]
     share = sum(a == answer for a in answers) / len(answers) if answer is not None else 0.0
@@ -289,6 +299,7 @@ def decode_phi(prompt: str, settings: MFSSettings, config: PhiConfig | None = No
         text=completions[index], answer=answer, vote_share=share, stop_reason=stop_reason,
         prompt_tokens=tally.prompt_tokens, output_tokens=tally.output_tokens, flops=0.0, steps=trace,
         completions=completions, completion_answers=answers, completion_qualities=qualities, method="phi",
+        completion_triggered=triggered,
     )
 
 
