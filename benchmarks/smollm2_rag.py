@@ -292,12 +292,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     }
     console = Console()
     engine = MFSEngine.from_settings(MFSSettings(model=args.model, device="cpu"))
-    runs = []
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    runs: list[dict[str, Any]] = []
     for method in args.methods.split(","):
         for pipeline in args.pipelines.split(","):
             run = measure(engine, pipeline, method, facts, decoder_settings)
             console.print(f"{pipeline} / {method}: {run['hits']}/{run['questions']} hits in {run['seconds']:.0f} s")
             runs.append(run)
+            # written after every run, so an interrupted benchmark keeps what it measured
+            args.out.write_text(json.dumps({"model": args.model, "settings": decoder_settings, "runs": runs}, indent=2))
 
     table = Table(title=f"RAG on {args.model}: answers containing the right document's fact")
     for column in ("pipeline", "method", "hits", "retrieved", "empty answers", "output tokens / q", "s / q"):
@@ -307,9 +310,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         table.add_row(run["pipeline"], run["method"], f"{run['hits']}/{n}", f"{run['retrieved']}/{n}", str(run["empty"]),
                       f"{run['output_tokens'] / n:.0f}", f"{run['seconds'] / n:.1f}")
     console.print(table)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    report = {"model": args.model, "settings": decoder_settings, "runs": runs}
-    args.out.write_text(json.dumps(report, indent=2))
     console.print(f"wrote {args.out}")
 
 
