@@ -9,12 +9,12 @@ from __future__ import annotations
 import ast
 import operator
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = [
     "AnswerExtractor", "Vote", "arithmetic_value", "extract_answer", "extract_boxed", "extract_option", "majority_vote",
-    "normalize_answer",
+    "normalize_answer", "parse_options",
 ]
 
 AnswerExtractor = Callable[[str], "str | None"]
@@ -116,7 +116,50 @@ def _settled(answer: str) -> str:
     return value if value is not None else answer
 
 
-def extract_option(text: str, letters: str = "ABCD") -> str | None:
+_OPTION_LINE = re.compile(r"^\s*\(?([A-J1-9])[).:]\s+(\S.*)$")
+
+
+def parse_options(question: str) -> dict[str, str]:
+    """The labelled options of a multiple-choice question: ``{"A": "text", ...}``.
+
+    Lines ``(A) text``, ``A. text``, ``A) text`` or ``A: text`` (labels ``A-J`` or ``1-9``),
+    in order; a question with fewer than two such lines has none (``{}``).
+    """
+    options = {}
+    for line in question.splitlines():
+        found = _OPTION_LINE.match(line)
+        if found:
+            options[found.group(1)] = found.group(2).strip()
+    return options if len(options) >= 2 else {}
+
+
+def _words(text: str) -> str:
+    """Lower-case words of ``text`` joined by single spaces (punctuation dropped) for matching."""
+    return " ".join(re.findall(r"[a-z0-9°]+", text.lower()))
+
+
+def _option_by_text(statement: str, options: Mapping[str, str], letters: str) -> str | None:
+    """The option whose text the statement gives (the longest, if several), else the one option
+    whose text contains the statement; None when that is not a single option."""
+    said = _words(statement)
+    if len(said) < 2:
+        return None
+    given, within = [], []  # the option's text in the statement / the statement in the option's text
+    for letter, option in options.items():
+        words = _words(option)
+        if letter not in letters or not words:
+            continue
+        if f" {words} " in f" {said} ":
+            given.append((len(words), letter))
+        elif len(said) >= 4 and f" {said} " in f" {words} ":
+            within.append(letter)
+    given.sort(reverse=True)
+    if given:
+        return given[0][1] if len(given) == 1 or given[0][0] > given[1][0] else None
+    return within[0] if len(within) == 1 else None
+
+
+def extract_option(text: str, letters: str = "ABCD", options: Mapping[str, str] | None = None) -> str | None:
     """The option letter a multiple-choice response chooses, whatever wording surrounds it; or None.
 
     Read from the last statement of a choice that names a letter of ``letters`` standing
@@ -125,9 +168,14 @@ def extract_option(text: str, letters: str = "ABCD") -> str | None:
     is C", "Answer: option C", "Option C is correct", "(C) is the right choice". A response that
     names no letter in such a statement gives None (listing the options is no choice).
 
+    With ``options`` (:func:`parse_options` of the question), a statement that gives an
+    option's text instead of its letter ("The answer is: from the ice to the tea.") gives that
+    option's letter, when exactly one option's text matches (the longest one wins).
+
     Args:
         text: a model response.
         letters: the allowed labels, e.g. ``"ABCD"``, ``"ABCDE"`` or ``"1234"``.
+        options: the question's options by label; None: letters only.
 
     Returns:
         One character of ``letters``, or None.
@@ -138,13 +186,17 @@ def extract_option(text: str, letters: str = "ABCD") -> str | None:
     for phrase in _OPTION_PHRASE.finditer(text):
         tail = text[phrase.end():].lstrip()
         lines = [line for line in tail.split("\n")[:3] if line.strip()]
-        head = lines[0] if lines else ""
+        head = lines[0].split("<")[0] if lines else ""
         for found in standalone.finditer(head):
             following = head[found.end():]
             if found.group(1) == "A" and re.match(r" [a-z]", following) and "(" not in found.group(0):
                 continue  # the article: "The answer is a planet that ..."
             choices.append((phrase.start(), found.group(1)))
             break
+        else:
+            by_text = _option_by_text(head, options, letters) if options else None
+            if by_text is not None:
+                choices.append((phrase.start(), by_text))
     for found in _OPTION_IS_RIGHT.finditer(text):
         if found.group(1).upper() in letters:
             choices.append((found.start(), found.group(1).upper()))

@@ -92,17 +92,20 @@ def method_settings(base: MFSSettings, method: BenchMethod, sc_k: int | None = N
     return MFSSettings(**{**base.model_dump(), **overrides}) if overrides else base
 
 
-def score_result(kind: str, result: DecodeResult, target: Any, settings: MFSSettings, decoder: str) -> tuple[str | None, bool]:
+def score_result(
+    kind: str, result: DecodeResult, target: Any, settings: MFSSettings, decoder: str, question: str | None = None
+) -> tuple[str | None, bool]:
     """``(prediction, correct)`` of one decode under the set's scoring rules.
 
     Voting methods (sc and MFS with ``aggregation="majority"``) are scored by the majority
     of their completions' answers, as the MFS release's eval scripts do with
     ``all_responses``; the others (CoT, φ-Decoding) by the one text they return.
+    ``question`` lets a multiple-choice answer given as an option's text count as its letter.
     """
     if decoder in _VOTING_DECODERS and settings.aggregation == "majority" and result.completions:
-        verdict = score_completions(kind, result.completions, target, result.completion_qualities)
+        verdict = score_completions(kind, result.completions, target, result.completion_qualities, question)
     else:
-        verdict = score_text(kind, result.text, target)
+        verdict = score_text(kind, result.text, target, question)
     return verdict.prediction, verdict.correct
 
 
@@ -185,7 +188,7 @@ def _record(method: BenchMethod, example: Example, future: Future, kind: str, se
         return {**record, "error": f"{type(error).__name__}: {error}", "prediction": None, "correct": False,
                 "output_tokens": 0, "prompt_tokens": 0, "flops": 0.0}
     result: DecodeResult = future.result()
-    prediction, correct = score_result(kind, result, example.target, settings, method.decoder)
+    prediction, correct = score_result(kind, result, example.target, settings, method.decoder, example.question)
     return {
         **record, "error": None, "prediction": prediction, "correct": correct, "answer": result.answer,
         "vote_share": result.vote_share, "stop_reason": result.stop_reason, "steps": len(result.steps),

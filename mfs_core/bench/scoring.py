@@ -27,7 +27,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mfs_core.answers import extract_boxed, extract_option, majority_vote
+from mfs_core.answers import extract_boxed, extract_option, majority_vote, parse_options
 
 __all__ = [
     "KINDS",
@@ -189,13 +189,16 @@ def _math_answer(text: str) -> str | None:
     return _format_number(value) if value is not None else None
 
 
-def extract_prediction(kind: str, text: str, target: object = None) -> str | None:
+def extract_prediction(kind: str, text: str, target: object = None, question: str | None = None) -> str | None:
     """The canonical answer ``text`` gives under the rules of ``kind`` (see the module table).
 
     Args:
         kind: one of :data:`KINDS`.
         text: a model response (the end marker may still be in it).
         target: the gold answer; only ARC reads it (digit golds take digit answers).
+        question: the question; a multiple-choice kind reads its options
+            (:func:`mfs_core.answers.parse_options`) so that a response giving an option's
+            text instead of its letter is read as that letter.
 
     Returns:
         The canonical prediction, or None when the text states none.
@@ -213,7 +216,7 @@ def extract_prediction(kind: str, text: str, target: object = None) -> str | Non
     letters = _LETTERS[kind]
     if kind == "arc" and str(target) in ("1", "2", "3", "4"):
         letters = "1234"
-    letter = extract_option(text, letters)
+    letter = extract_option(text, letters, parse_options(question) if question else None)
     if letter is None:
         return None
     return str(letters.index(letter)) if kind in ("reclor", "logiqa") else letter
@@ -241,14 +244,15 @@ def is_correct(kind: str, prediction: str | None, target: object) -> bool:
     return prediction == str(target).strip()
 
 
-def score_text(kind: str, text: str, target: object) -> Verdict:
-    """Score one response against the gold ``target``."""
-    prediction = extract_prediction(kind, text, target)
+def score_text(kind: str, text: str, target: object, question: str | None = None) -> Verdict:
+    """Score one response against the gold ``target`` (``question``: see :func:`extract_prediction`)."""
+    prediction = extract_prediction(kind, text, target, question)
     return Verdict(prediction=prediction, correct=is_correct(kind, prediction, target))
 
 
 def score_completions(
-    kind: str, texts: Sequence[str], target: object, qualities: Sequence[float] | None = None
+    kind: str, texts: Sequence[str], target: object, qualities: Sequence[float] | None = None,
+    question: str | None = None,
 ) -> Verdict:
     """Score the majority answer of several responses (the corrected evals' vote).
 
@@ -262,6 +266,6 @@ def score_completions(
         msg = "score_completions needs at least one response, got 0"
         raise ValueError(msg)
     qualities = list(qualities) if qualities is not None else [0.0] * len(texts)
-    predictions = [extract_prediction(kind, text, target) for text in texts]
+    predictions = [extract_prediction(kind, text, target, question) for text in texts]
     vote = majority_vote(predictions, qualities)
     return Verdict(prediction=vote.answer, correct=is_correct(kind, vote.answer, target))

@@ -9,6 +9,7 @@ from mfs_core.answers import (
     extract_option,
     majority_vote,
     normalize_answer,
+    parse_options,
 )
 
 
@@ -131,3 +132,34 @@ def test_arithmetic_value(expression, value):
 )
 def test_extract_option_reads_the_chosen_letter(text, letters, expected):
     assert extract_option(text, letters) == expected
+
+
+QUESTION = (
+    "Which best describes the disease?\n(A) a non-infectious, cell-cycle disease\n(B) an infectious, cell-cycle disease\n"
+    "(C) a 78°F day\n(D) from the ice to the tea"
+)
+
+
+def test_parse_options_reads_labelled_lines():
+    assert parse_options(QUESTION) == {"A": "a non-infectious, cell-cycle disease",
+                                       "B": "an infectious, cell-cycle disease", "C": "a 78°F day",
+                                       "D": "from the ice to the tea"}
+    assert parse_options("Passage: x\nA. red\nB. blue") == {"A": "red", "B": "blue"}
+    assert parse_options("No options here.\nA. just one") == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("3. The answer is: A non-infectious, cell-cycle disease.", "A"),  # SmolLM2 on ARC-C: the text, no letter
+        ("The correct answer is from the ice to the tea.", "D"),
+        ("The answer is: an infectious, cell-cycle disease", "B"),
+        ("The answer is: 78°F day", "C"),  # the statement is part of one option's text
+        ("The answer is: cell-cycle disease", None),  # part of two options' texts: no choice
+        ("The answer is: the sun", None),
+        ("The answer is (B), not a non-infectious, cell-cycle disease", "B"),  # a letter comes first
+    ],
+)
+def test_an_option_given_by_its_text_reads_as_its_letter(text, expected):
+    assert extract_option(text, "ABCD", parse_options(QUESTION)) == expected
+    assert extract_option(text, "ABCD") == ("B" if expected == "B" and "(B)" in text else None)
