@@ -218,7 +218,8 @@ def extract_answer(text: str, options: str | None = None) -> str | None:
       gives the letter;
     * else the whole line, normalised (``"42."`` gives ``"42"``, ``"x+1"`` stays); a
       calculation gives its result, never the expression (``"64 + 4 * 8 = 128 + 32 = 264"``
-      gives ``"264"``, ``"128 + 32"`` gives ``"160"``; also inside ``\\boxed{}``).
+      gives ``"264"``, ``"128 + 32"`` gives ``"160"``; also inside ``\\boxed{}``); a ``\\boxed{``
+      left open by the token cap gives what it holds (``"The answer is: \\boxed{2"`` gives ``"2"``).
 
     Args:
         text: a completed reasoning path (the end marker may still be in it).
@@ -235,6 +236,9 @@ def extract_answer(text: str, options: str | None = None) -> str | None:
     if not matches:
         return None
     line = matches[-1].split("<")[0].strip().split("\n")[0].strip()
+    unclosed = re.match(r"\\boxed\s*\{([^{}]*)$", line)  # cut off by the token cap: "\boxed{2"
+    if unclosed:
+        line = unclosed.group(1).strip()
     option = _STANDALONE_OPTION.match(line) or _LABELLED_OPTION.match(line)
     if option is None and options:
         option = _LEADING_OPTION.match(line)

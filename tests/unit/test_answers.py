@@ -94,6 +94,8 @@ def test_option_letters_of_a_multiple_choice_task():
         ("The answer is: (C) Planetary days will become shorter.", "C"),
         ("The answer is: C. Planetary days", "C"),
         ("The answer is: x = y + 1", "y + 1"),
+        ("The answer is: \\boxed{2", "2"),  # cut off by the token cap
+        ("The answer is: \\boxed{\\frac{1}{2}", "\\boxed{\\frac{1}{2}"),  # nested braces: left as written
     ],
 )
 def test_a_calculation_gives_its_result_and_a_labelled_option_its_letter(text, expected):
