@@ -85,7 +85,7 @@ def test_langchain_chain_puts_the_retrieved_document_in_the_prompt(
 
 
 def test_a_seeded_chain_repeats_exactly(rag_benchmark: ModuleType, smollm2_engine: Any, model_prompts: list[str]) -> None:
-    """The same seed gives the same answer and the same search (every request's prompt)."""
+    """The same seed gives the same answer and the same search (every request's prompt, in order)."""
     from langchain_mfs import ChatMFS
 
     fact = rag_benchmark.FACTS[3]
@@ -94,4 +94,5 @@ def test_a_seeded_chain_repeats_exactly(rag_benchmark: ModuleType, smollm2_engin
     requests = len(model_prompts)
     again = chain.invoke(fact.question)
     assert first.strip() and first == again
-    assert requests > 1 and model_prompts[:requests] == model_prompts[requests:]
+    # (a search whose first candidates all end at EOS is a single request of n = M * N)
+    assert requests >= 1 and model_prompts[:requests] == model_prompts[requests:]
