@@ -9,8 +9,6 @@ wait for the engine's futures. No decoding logic: that is :class:`~mfs_core.MFSE
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextvars import ContextVar
@@ -34,7 +32,9 @@ from langchain_core.runnables.config import (
 )
 from pydantic import BaseModel, ConfigDict, PrivateAttr, SecretStr, ValidationError, model_validator
 
-from mfs_core.adapters import engine_for, rename_max_tokens, settings_from_fields, timeout_message
+from mfs_core.adapters import (
+    astream_events, await_results, engine_for, rename_max_tokens, settings_from_fields, stream_events, wait_results,
+)
 from mfs_core.answers import AnswerExtractor
 from mfs_core.errors import one_line, unknown_name_message
 from mfs_core.decoders import get_decoder
@@ -113,6 +113,9 @@ class MFSParams(BaseModel):
     """``backend="openai"``: seconds one HTTP attempt may wait (default 600)."""
     max_retries: int = _DEFAULTS["max_retries"]
     """``backend="openai"``: retries after a 429, 5xx, timeout or connection error (default 3)."""
+    server_n: Literal["auto", "yes", "no"] = _DEFAULTS["server_n"]
+    """``backend="openai"``: whether the servers return n samples per request (default "auto": detected
+    once; "no" for llama.cpp's server and Ollama sends one request per sample)."""
     tokenizer: str | None = _DEFAULTS["tokenizer"]
     """Local tokenizer path or cached name (default None: the model's own)."""
     num_parameters: int | None = _DEFAULTS["num_parameters"]
@@ -208,7 +211,9 @@ class MFSParams(BaseModel):
     returned text is cut before the first occurrence of any of them (default None)."""
     timeout: float | None = None
     """Most seconds a call waits for its decodes (default None: no limit). On timeout the
-    call raises ``TimeoutError``; the engine still finishes the decode."""
+    call raises ``TimeoutError`` and abandons its decodes, as a cancelled async call or a
+    stream closed early does: the engine drops them at its next round boundary (after the
+    model call in flight), so ``with_retry`` / ``with_fallbacks`` never pile work onto it."""
 
     _engine: MFSEngine | None = PrivateAttr(default=None)
     _settings_cache: tuple[tuple[Any, ...], MFSSettings] | None = PrivateAttr(default=None)
@@ -411,15 +416,7 @@ class MFSParams(BaseModel):
         prompts = build(engine, settings)
         answer_key = vote() if vote is not None else None
         futures = engine.submit_prompts(prompts, settings=settings, method=method, answer_key=answer_key)
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        results = []
-        for future in futures:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            try:
-                results.append(future.result(timeout=remaining))
-            except concurrent.futures.TimeoutError as exc:
-                raise TimeoutError(self._timeout_message(len(futures))) from exc
-        return results, engine.backend.model_name
+        return wait_results(futures, self.timeout), engine.backend.model_name
 
     async def _adecode(
         self, build: BuildPrompts, kwargs: dict[str, Any], vote: VoteKey | None = None
@@ -434,14 +431,8 @@ class MFSParams(BaseModel):
         engine, prompts = await asyncio.to_thread(prepare)
         answer_key = vote() if vote is not None else None
         futures = engine.submit_prompts(prompts, settings=settings, method=method, answer_key=answer_key)
-        # Shielded: a timeout or a cancelled caller stops waiting but never cancels the
-        # engine's futures, which its worker thread still has to complete.
-        waiting = asyncio.gather(*(asyncio.shield(asyncio.wrap_future(future)) for future in futures))
-        try:
-            results = await asyncio.wait_for(waiting, self.timeout)
-        except asyncio.TimeoutError as exc:
-            raise TimeoutError(self._timeout_message(len(futures))) from exc
-        return list(results), engine.backend.model_name
+        # A timeout or a cancelled task abandons the decodes: the engine drops them at its next round.
+        return await await_results(futures, self.timeout), engine.backend.model_name
 
     def _open_stream(
         self, build: BuildPrompts, kwargs: dict[str, Any], vote: VoteKey | None = None
@@ -479,12 +470,9 @@ class MFSParams(BaseModel):
         return self._fired(stream, sink)
 
     def _fired(self, stream: DecodeStream, sink: _EventSink) -> Iterator[DecodeEvent]:
-        try:
-            for event in stream.events(self.timeout):
-                sink.fire(event)
-                yield event
-        except TimeoutError as exc:
-            raise TimeoutError(self._timeout_message(1)) from exc
+        for event in stream_events(stream, self.timeout):  # a timeout or an early close abandons the decode
+            sink.fire(event)
+            yield event
 
     def _aevents(
         self, stream: DecodeStream, run_manager: AsyncCallbackManagerForLLMRun | None
@@ -494,15 +482,13 @@ class MFSParams(BaseModel):
         return self._afired(stream, sink)
 
     async def _afired(self, stream: DecodeStream, sink: _EventSink) -> AsyncIterator[DecodeEvent]:
+        events = astream_events(stream, self.timeout)  # a timeout or a cancelled task abandons the decode
         try:
-            async for event in stream.aevents(self.timeout):
+            async for event in events:
                 await sink.afire(event)
                 yield event
-        except TimeoutError as exc:
-            raise TimeoutError(self._timeout_message(1)) from exc
-
-    def _timeout_message(self, count: int) -> str:
-        return timeout_message(count, self.timeout)
+        finally:
+            await events.aclose()
 
 
 def _custom_event(event: DecodeEvent) -> tuple[str, dict[str, Any]]:

@@ -28,7 +28,6 @@ answer is chosen by the vote at the end, so its text follows in chunks
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
@@ -58,13 +57,16 @@ from pydantic import BaseModel
 from llamaindex_mfs._tools import first_call_only, message_dict, response_blocks, to_tool_specs, tool_selections
 from mfs_core.adapters import (
     apply_stop,
+    astream_events,
+    await_results,
     engine_for,
     rename_max_tokens,
     result_metadata,
     settings_from_fields,
     stream_chunks,
-    timeout_message,
+    stream_events,
     token_usage,
+    wait_results,
 )
 from mfs_core.decoders import get_decoder
 from mfs_core.errors import one_line, unknown_name_message
@@ -166,7 +168,8 @@ class MFSLLM(FunctionCallingLLM):
         default=None,
         gt=0,
         description="Most seconds a call waits for its decode (None: no limit); on timeout the call raises "
-        "TimeoutError and the engine still finishes the decode. As langchain_mfs's timeout.",
+        "TimeoutError and abandons the decode (as a cancelled async call or a stream closed early does): the engine "
+        "drops it at its next round boundary, so retries never pile work onto it. As langchain_mfs's timeout.",
     )
 
     # --- mirrored MFSSettings fields (None: not set here) ------------------------------
@@ -185,6 +188,7 @@ class MFSLLM(FunctionCallingLLM):
     )
     request_timeout: Optional[float] = _setting("request_timeout")
     max_retries: Optional[int] = _setting("max_retries")
+    server_n: Optional[Literal["auto", "yes", "no"]] = _setting("server_n")
     tokenizer: Optional[str] = _setting("tokenizer")
     num_parameters: Optional[int] = _setting("num_parameters")
     tensor_parallel_size: Optional[int] = _setting("tensor_parallel_size")
@@ -333,19 +337,14 @@ class MFSLLM(FunctionCallingLLM):
         """The decode's result, waiting at most ``timeout`` seconds.
 
         Raises:
-            TimeoutError: not done within ``timeout`` seconds (the engine still finishes it).
+            TimeoutError: not done within ``timeout`` seconds; the decode is abandoned (the
+                engine drops it at its next round boundary).
         """
-        try:
-            return future.result(timeout=self.timeout)
-        except concurrent.futures.TimeoutError as exc:
-            raise TimeoutError(timeout_message(1, self.timeout)) from exc
+        return wait_results([future], self.timeout)[0]
 
     async def _await(self, future: Future) -> DecodeResult:
-        """Async :meth:`_wait`: never blocks the event loop; a timeout does not cancel the decode."""
-        try:
-            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), self.timeout)
-        except asyncio.TimeoutError as exc:
-            raise TimeoutError(timeout_message(1, self.timeout)) from exc
+        """Async :meth:`_wait`: never blocks the event loop; a timeout or a cancelled task abandons the decode."""
+        return (await await_results([future], self.timeout))[0]
 
     async def _asubmit(
         self, render: _Render, kwargs: dict[str, Any], *, tools_allowed: bool = False
@@ -465,7 +464,7 @@ class MFSLLM(FunctionCallingLLM):
     def _chat_stream(self, stream: DecodeStream, stop: list[str] | None, plan: CallPlan) -> ChatResponseGen:
         """Thinking chunks while the search runs, then the answer chunks (sync)."""
         reasoning = ReasoningText()
-        for event in stream.events(self.timeout):
+        for event in stream_events(stream, self.timeout):
             yield self._thinking(reasoning, self._dispatched(event))
             if isinstance(event, StopEvent):
                 yield from self._chat_chunks(event.result, stop, plan, thinking=reasoning.text)
@@ -613,7 +612,7 @@ class MFSLLM(FunctionCallingLLM):
         stream, stop, _ = self._submit_stream(self._completion_prompt(prompt, formatted), kwargs)
 
         def gen() -> CompletionResponseGen:
-            for event in stream.events(self.timeout):
+            for event in stream_events(stream, self.timeout):
                 if isinstance(self._dispatched(event), StopEvent):
                     yield from self._completion_chunks(event.result, stop)
 
@@ -633,7 +632,7 @@ class MFSLLM(FunctionCallingLLM):
         stream, stop, _ = await self._asubmit_stream(self._completion_prompt(prompt, formatted), kwargs)
 
         async def gen() -> CompletionResponseAsyncGen:
-            async for event in stream.aevents(self.timeout):
+            async for event in astream_events(stream, self.timeout):
                 if isinstance(self._dispatched(event), StopEvent):
                     for chunk in self._completion_chunks(event.result, stop):
                         yield chunk
@@ -699,7 +698,7 @@ class MFSLLM(FunctionCallingLLM):
 
         async def gen() -> ChatResponseAsyncGen:
             reasoning = ReasoningText()
-            async for event in stream.aevents(self.timeout):
+            async for event in astream_events(stream, self.timeout):
                 yield self._thinking(reasoning, self._dispatched(event))
                 if isinstance(event, StopEvent):
                     for chunk in self._chat_chunks(event.result, stop, plan, thinking=reasoning.text):

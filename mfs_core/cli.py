@@ -22,7 +22,10 @@ from typing import Annotated, Any, Optional
 import typer
 
 from mfs_core import __version__
-from mfs_core.bench.cli import CPU_NUM_ROLLOUTS, CPU_STEP_BEAM_SIZE, bench
+from mfs_core.bench.cli import (
+    CPU_NUM_ROLLOUTS, CPU_STEP_BEAM_SIZE, ApiKeyOption, BaseUrlOption, DeviceOption, DtypeOption, TokenizerOption,
+    bench, check_base_url, choose_backend,
+)
 from mfs_core.backends._hf import quiet_transformers
 from mfs_core.errors import format_validation_error
 from mfs_core.settings import DEMO_MODEL, MFSSettings, UnknownSettingWarning, setting_sources
@@ -90,19 +93,27 @@ def resolve_settings(flags: dict[str, Any]) -> tuple[MFSSettings, dict[str, str]
     Args:
         flags: field name -> flag value; None means the flag was not given.
 
+    A server URL (``--base-url``, ``MFS_BASE_URLS``) with no backend named selects
+    ``backend="openai"``; ``--base-url`` with another backend named is refused.
+
     Returns:
         The settings and, per field not left at a default, where its value came from
-        (``"--seed"``, ``"MFS_SEED"``, ``"CPU default"``).
+        (``"--seed"``, ``"MFS_SEED"``, ``"CPU default"``, ``"--base-url"`` for a backend it chose).
 
     Raises:
-        CLIError: a value out of range (one line: field, value, source and allowed range).
+        CLIError: a value out of range (one line: field, value, source and allowed range), or
+            ``--base-url`` with a backend other than ``openai``.
     """
     environment = setting_sources()
     given = {name: value for name, value in flags.items() if value is not None}
+    flagged = set(given)
+    given, chosen_by = choose_backend(given, environment)
     cpu = {name: value for name, value in CPU_DEFAULTS.items() if name not in environment and name not in given}
     sources = {name: "CPU default" for name in cpu}
     sources.update({name: origin for name, origin in environment.items() if name not in given})
-    sources.update({name: "--" + ("base-url" if name == "base_urls" else name.replace("_", "-")) for name in given})
+    sources.update({name: "--" + ("base-url" if name == "base_urls" else name.replace("_", "-")) for name in flagged})
+    if chosen_by is not None:
+        sources["backend"] = chosen_by
     from pydantic import ValidationError
 
     with warnings.catch_warnings(record=True) as caught:
@@ -114,6 +125,10 @@ def resolve_settings(flags: dict[str, Any]) -> tuple[MFSSettings, dict[str, str]
         finally:
             for warning in caught:  # a misspelled MFS_* name: one line, not Python's warning format
                 typer.echo(f"warning: {warning.message}", err=True)
+    try:
+        check_base_url(settings.backend, given, sources.get("backend", "the default"))
+    except ValueError as exc:
+        raise CLIError(str(exc)) from exc
     return settings, sources
 
 
@@ -166,7 +181,9 @@ def ask(
     question: Annotated[str, typer.Argument(metavar="QUESTION", help="The question to answer.", show_default=False)],
     model: Annotated[
         Optional[str],
-        typer.Option(help="Hugging Face model name or local checkpoint directory.", show_default=_default("model")),
+        typer.Option(help="Local checkpoint folder, .gguf file, packaged model (smollm2-135m-instruct), or a Hugging "
+                     "Face name already in the local cache (nothing is downloaded unless HF_HUB_OFFLINE=0); with "
+                     "--backend openai, the name the server serves.", show_default=_default("model")),
     ] = None,
     step_beam_size: Annotated[
         Optional[int], typer.Option(help="M, beams kept per step.", show_default=_default("step_beam_size"))
@@ -192,13 +209,11 @@ def ask(
     backend: Annotated[
         Optional[str], typer.Option(help="transformers | vllm | openai.", show_default=_default("backend"))
     ] = None,
-    base_url: Annotated[
-        Optional[list[str]],
-        typer.Option(
-            help="Server URL of --backend openai (http://host:8000/v1); repeat per replica.",
-            show_default="MFS_BASE_URLS, else none",
-        ),
-    ] = None,
+    base_url: BaseUrlOption = None,
+    tokenizer: TokenizerOption = None,
+    api_key: ApiKeyOption = None,
+    device: DeviceOption = None,
+    dtype: DtypeOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole DecodeResult as JSON.")] = False,
     live: Annotated[
         Optional[bool], typer.Option("--live/--no-live", help="Show each step on stderr as it finishes (default: on, off with --json).")
@@ -209,7 +224,8 @@ def ask(
     flags = {
         "model": model, "step_beam_size": step_beam_size, "num_rollouts": num_rollouts, "prune_lambda": prune_lambda,
         "stop_epsilon": stop_epsilon, "temperature": temperature, "max_steps": max_steps, "seed": seed,
-        "backend": backend, "base_urls": base_url or None,
+        "backend": backend, "base_urls": base_url or None, "tokenizer": tokenizer, "api_key": api_key,
+        "device": device, "dtype": dtype,
     }
     try:
         check_question(question)

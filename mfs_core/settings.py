@@ -122,6 +122,12 @@ class MFSSettings(BaseSettings):
         description="backend='openai': retries of a request after a 429, a 5xx, a timeout or a connection error "
         "(exponential backoff, Retry-After honoured), in [0, 100].",
     )
+    server_n: Literal["auto", "yes", "no"] = Field(
+        default="auto",
+        description="backend='openai': whether the servers return n samples per request. 'yes': vLLM; 'no': "
+        "llama.cpp's server, Ollama (a request with n > 1 goes out as n requests with n=1 and distinct seeds); "
+        "'auto': send n, and fan out from the first answer that has one choice or refuses n.",
+    )
     tokenizer: str | None = Field(
         default=None,
         description="Local tokenizer path or cached Hugging Face name (None: the model's own, from a local path, "
@@ -324,7 +330,7 @@ class MFSSettings(BaseSettings):
         api_key = hashlib.sha256(secret.encode()).hexdigest()[:16] if secret is not None else None
         return (
             self.backend, self.model, device, self.dtype, self.batch_size,
-            tuple(self.base_urls), api_key, self.request_timeout, self.max_retries, self.tokenizer,
+            tuple(self.base_urls), api_key, self.request_timeout, self.max_retries, self.server_n, self.tokenizer,
             self.num_parameters, self.tensor_parallel_size, self.gpu_memory_utilization, self.kv_cache_gib,
             self.max_model_len,
             self.enable_prefix_caching, json.dumps(self.vllm_kwargs, sort_keys=True, default=repr),

@@ -20,6 +20,7 @@ __all__ = [
     "load_local_config",
     "load_local_tokenizer",
     "local_model_source",
+    "missing_model_message",
     "prefix_order",
     "render_chat",
     "starts_with_bos",
@@ -45,6 +46,24 @@ def local_model_source(model: str, tokenizer: str | None = None) -> str | None:
     if not model.strip():
         return None
     return _resolve(model)
+
+
+def missing_model_message(model: str, exc: BaseException | None = None) -> str:
+    """The one-line error for a ``model`` that is neither a local checkpoint nor in the local cache.
+
+    Says that nothing is downloaded by default, how to allow it (``HF_HUB_OFFLINE=0``) and
+    what else ``model`` may name. ``exc``: the loader's error, added by class name only (its
+    text is transformers' long "couldn't connect" paragraph, about a download never tried).
+    """
+    from mfs_core.models import PACKAGED_MODELS
+    from mfs_core.settings import DEMO_MODEL
+
+    cause = f" ({exc.__class__.__name__})" if exc is not None else ""
+    return (
+        f"model {model!r} was not found on this machine{cause}: mfs never downloads unless HF_HUB_OFFLINE=0 is "
+        f"set (HF_HUB_OFFLINE=0 mfs ask ... downloads it from the Hugging Face Hub once), or give a local "
+        f"checkpoint folder, a .gguf file, {DEMO_MODEL!r} or a packaged model ({', '.join(sorted(PACKAGED_MODELS))})"
+    )
 
 
 def _resolve(name: str) -> str:

@@ -48,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import email.utils
+import hashlib
 import json
 import logging
 import re
@@ -55,8 +56,8 @@ import threading
 import time
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import SecretStr
@@ -66,7 +67,10 @@ from mfs_core.backends.base import ContextWindowError, warn_unhonoured_choices
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, FinishReason, GenerationRequest
 
-__all__ = ["MissingLogprobsError", "OpenAIBackend", "OpenAIBackendError", "assign_replicas", "parse_completion"]
+__all__ = [
+    "MissingLogprobsError", "OpenAIBackend", "OpenAIBackendError", "ServerN", "ServerUnreachableError",
+    "SingleSampleError", "assign_replicas", "parse_completion", "sample_seed",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +89,40 @@ class OpenAIBackendError(RuntimeError):
 
 class MissingLogprobsError(OpenAIBackendError):
     """A server returned a completion without per-token log-probs; MFS cannot score it."""
+
+
+class ServerUnreachableError(OpenAIBackendError):
+    """Nothing listens at a server URL (connection refused): raised at once, without retries."""
+
+
+class SingleSampleError(OpenAIBackendError):
+    """A server answered a request with ``n`` > 1 with one choice, or refused ``n`` > 1.
+
+    With ``server_n="auto"`` the backend then fans such requests out (one per sample) from
+    then on; with ``server_n="yes"`` it is raised to the caller.
+    """
+
+
+ServerN = Literal["auto", "yes", "no"]
+"""Whether a server returns ``n`` samples per request: ``"yes"`` (vLLM), ``"no"`` (llama.cpp's
+server, Ollama: one request per sample), ``"auto"`` (send ``n``; fan out from the first
+answer that shows the server cannot)."""
+
+_N_REFUSED = re.compile(r"choice|\bn\b", re.IGNORECASE)
+"""An error message that refuses ``n`` > 1 (llama.cpp's server: "Only one completion choice is allowed")."""
+
+
+def sample_seed(seed: int | None, k: int) -> int | None:
+    """The seed of sample ``k`` when a request with ``seed`` is fanned out into single-sample requests.
+
+    Sample 0 keeps ``seed``; sample ``k`` > 0 gets 31 bits of BLAKE2b over ``(seed, k)``, so
+    two requests whose seeds differ by a few (beams of one step) draw no sample with the same
+    seed, as ``seed + k`` would. None (a request drawn from entropy) stays None.
+    """
+    if seed is None or k == 0:
+        return seed
+    digest = hashlib.blake2b(f"{seed}:{k}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big") & 0x7FFFFFFF
 
 
 @dataclass(frozen=True)
@@ -178,10 +216,38 @@ def _finish(
     return ("stop", min(hits)[1]) if hits else ("eos", None)
 
 
+def _token_logprobs(choice: dict[str, Any]) -> tuple[list[Any] | None, list[str], list[Any] | None]:
+    """``(log-probs, tokens, token ids or None)`` of a choice, in either shape servers send.
+
+    * OpenAI's legacy completions shape (vLLM, llama-cpp-python's server):
+      ``logprobs = {"tokens": [...], "token_logprobs": [...], ...}``.
+    * The chat shape, which llama.cpp's own server (``llama-server``) returns for
+      ``/v1/completions`` too and Ollama for ``/v1/chat/completions``:
+      ``logprobs = {"content": [{"token", "logprob", "id"?, "bytes"?, "top_logprobs"?}, ...]}``.
+      ``id`` (llama-server) gives the token ids. An entry without ``logprob`` (llama-server's
+      ``post_sampling_probs`` sends ``prob``, a probability after sampling, not a raw one)
+      counts as missing.
+
+    Returns ``(None, [], None)`` when neither shape is there.
+    """
+    logprobs = choice.get("logprobs") or {}
+    if not isinstance(logprobs, dict):
+        return None, [], None
+    if logprobs.get("token_logprobs") is not None:
+        return list(logprobs["token_logprobs"]), [str(t) for t in logprobs.get("tokens") or []], None
+    content = logprobs.get("content")
+    if isinstance(content, list):
+        entries = [e if isinstance(e, dict) else {} for e in content]
+        ids = [e.get("id") for e in entries]
+        token_ids = ids if entries and all(isinstance(i, int) for i in ids) else None
+        return [e.get("logprob") for e in entries], [str(e.get("token", "")) for e in entries], token_ids
+    return None, [], None
+
+
 def parse_completion(
     body: Any, request: GenerationRequest, *, url: str = "", prompt_tokens: int | None = None
 ) -> list[Continuation]:
-    """Map one ``/v1/completions`` response onto ``request.n`` continuations.
+    """Map one ``/v1/completions`` response onto its continuations.
 
     Args:
         body: the decoded JSON of a response to a POST with one prompt.
@@ -194,7 +260,9 @@ def parse_completion(
         with ``n=1``: its one choice is repeated ``request.n`` times).
 
     Raises:
-        MissingLogprobsError: a choice has no ``logprobs.token_logprobs`` or a null entry.
+        SingleSampleError: one choice for ``n`` > 1 (a server that ignores ``n``).
+        MissingLogprobsError: a choice has no per-token log-probs (in neither shape of
+            :func:`_token_logprobs`) or a null entry.
         OpenAIBackendError: no ``choices`` list, a different number of choices than ``n``,
             an unknown ``finish_reason``, or token ids of the wrong length.
     """
@@ -203,6 +271,10 @@ def parse_completion(
         msg = f"{url} answered without a 'choices' list: {json.dumps(body)[:200]}"
         raise OpenAIBackendError(msg)
     sent = 1 if request.greedy else request.n
+    if len(choices) == 1 and sent > 1:
+        msg = (f"{url} returned 1 choice for n={sent}: the server samples once per request (llama.cpp's server, "
+               "Ollama); set server_n='no' (MFS_SERVER_N=no) or 'auto' to send one request per sample")
+        raise SingleSampleError(msg)
     if len(choices) != sent:
         msg = f"{url} returned {len(choices)} choices for n={sent}"
         raise OpenAIBackendError(msg)
@@ -213,19 +285,19 @@ def parse_completion(
         prompt_tokens = usage["prompt_tokens"]  # one prompt per POST: all of usage.prompt_tokens is its
     results = []
     for choice in choices:
-        logprobs = choice.get("logprobs") or {}
-        token_logprobs = logprobs.get("token_logprobs")
-        if token_logprobs is None or any(lp is None for lp in token_logprobs):
+        token_logprobs, tokens, content_ids = _token_logprobs(choice)
+        if token_logprobs is None or any(not isinstance(lp, (int, float)) for lp in token_logprobs):
             msg = (
                 f"{url} returned a completion without per-token log-probs (choices[{choice.get('index')}].logprobs"
                 f" = {json.dumps(choice.get('logprobs'))[:120]}); MFS scores steps by log-probabilities and "
                 "cannot run without them: the server must honour the 'logprobs' parameter of /v1/completions "
-                "(vllm serve does)"
+                "(vllm serve, llama.cpp's server and llama-cpp-python's do; Ollama's /v1/completions does not)"
             )
             raise MissingLogprobsError(msg)
-        tokens = [str(t) for t in logprobs.get("tokens") or []]
         if choice.get("token_ids") is not None:
             token_ids = tuple(int(t) for t in choice["token_ids"])
+        elif content_ids is not None:
+            token_ids = tuple(content_ids)
         elif tokens and all(_TOKEN_ID.match(t) for t in tokens):
             token_ids = tuple(int(_TOKEN_ID.match(t).group(1)) for t in tokens)
         else:
@@ -267,6 +339,12 @@ class OpenAIBackend:
         max_connections: most concurrent requests (and pooled connections) in all.
         vllm_extensions: send vLLM's ``return_token_ids`` and ``add_special_tokens`` fields.
         extra_body: further JSON fields merged into every POST body (e.g. ``{"top_k": 0}``).
+        server_n: whether the servers return ``n`` samples per request (:data:`ServerN`):
+            ``"yes"`` (vLLM), ``"no"`` (llama.cpp's server, Ollama: a request with ``n`` > 1
+            goes out as ``n`` POSTs with ``n=1`` and seeds :func:`sample_seed`), ``"auto"``
+            (send ``n``; the first answer with one choice, or an error about ``n`` / choices,
+            switches to ``"no"`` for the rest of this backend's life, and the requests it
+            met are sent again fanned out).
 
     Implements :class:`mfs_core.backends.base.Backend`.
     """
@@ -288,6 +366,7 @@ class OpenAIBackend:
         max_connections: int = 64,
         vllm_extensions: bool = True,
         extra_body: dict[str, Any] | None = None,
+        server_n: ServerN = "auto",
     ) -> None:
         if isinstance(base_urls, str) or not base_urls:
             msg = f"base_urls must be a non-empty list of server URLs, got {base_urls!r}"
@@ -295,6 +374,9 @@ class OpenAIBackend:
         if timeout <= 0 or max_retries < 0 or backoff < 0 or max_connections < 1:
             msg = (f"need timeout > 0, max_retries >= 0, backoff >= 0, max_connections >= 1; got timeout={timeout}, "
                    f"max_retries={max_retries}, backoff={backoff}, max_connections={max_connections}")
+            raise ValueError(msg)
+        if server_n not in ("auto", "yes", "no"):
+            msg = f"server_n must be 'auto', 'yes' or 'no', got {server_n!r}"
             raise ValueError(msg)
         self.httpx = _import_httpx()
         self.base_urls = [_normalise_url(url) for url in base_urls]
@@ -318,6 +400,10 @@ class OpenAIBackend:
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._async_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._warned_tokenizer = False
+        self.server_n = server_n
+        self._fan_out: bool | None = {"auto": None, "yes": False, "no": True}[server_n]
+        self.fanned_out_posts = 0
+        """POSTs sent for the samples of fanned-out requests (``n`` per request with ``n`` > 1)."""
 
     @classmethod
     def from_settings(cls, settings: MFSSettings) -> OpenAIBackend:
@@ -338,12 +424,13 @@ class OpenAIBackend:
         source = _hf.local_model_source(settings.model, settings.tokenizer)
         tokenizer = _hf.load_local_tokenizer(source)
         if tokenizer is None:
-            logger.warning("no local tokenizer for %r: set tokenizer= to a local path to count tokens, render chat "
-                           "templates and avoid a doubled BOS", settings.model, stacklevel=2)
+            logger.warning("no local tokenizer for %r: prompts go out without its chat template and tokens are not "
+                           "counted here; set tokenizer (--tokenizer, MFS_TOKENIZER) to a local tokenizer folder, "
+                           ".gguf file or packaged model of the served model", settings.model, stacklevel=2)
         return cls(
             settings.base_urls, settings.model, tokenizer=tokenizer, api_key=settings.api_key,
             timeout=settings.request_timeout, max_retries=settings.max_retries, context_window=settings.max_model_len,
-            num_parameters=settings.num_parameters, config_source=source,
+            num_parameters=settings.num_parameters, config_source=source, server_n=settings.server_n,
         )
 
     # --- Backend protocol ------------------------------------------------------------------
@@ -381,7 +468,8 @@ class OpenAIBackend:
             RuntimeError: the backend has no local tokenizer.
         """
         if self.tokenizer is None:
-            msg = f"OpenAIBackend for {self.model_name!r} has no local tokenizer: set tokenizer= to a local path"
+            msg = (f"OpenAIBackend for {self.model_name!r} has no local tokenizer: set tokenizer (--tokenizer, "
+                   "MFS_TOKENIZER) to a local tokenizer folder, .gguf file or packaged model")
             raise RuntimeError(msg)
         return len(self.tokenizer.encode(text, add_special_tokens=False))
 
@@ -394,44 +482,147 @@ class OpenAIBackend:
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Continuation]]:
         """Send all ``requests`` concurrently and wait for every answer.
 
+        A request with ``n`` > 1 goes out as ``n`` single-sample POSTs (seeds
+        :func:`sample_seed`) when the server cannot return ``n`` samples (``server_n``).
+
         Returns:
             One list of ``request.n`` continuations per request, in order.
 
         Raises:
             ContextWindowError: a prompt does not fit the context window.
             MissingLogprobsError: a server sent no log-probs.
+            ServerUnreachableError: nothing listens at any of the URLs a request tried.
             OpenAIBackendError: a request still failed after ``max_retries`` retries, or a
                 non-retryable answer (the first failing request's error, in request order).
         """
         warn_unhonoured_choices(self, requests, logger)
         if not requests:
             return []
-        jobs = self._prepare(requests)
+        flat, groups = self._expand(requests)
+        jobs = self._prepare(flat)
         executor, client = self._sync_resources()
-        futures: list[Any] = [None] * len(jobs)
-        for i in _hf.prefix_order([request.prompt for request in requests]):  # shared prefixes sent together
-            futures[i] = executor.submit(self._send, client, *jobs[i])
-        concurrent.futures.wait(futures)
-        return [future.result() for future in futures]
+        outcomes: list[Any] = [None] * len(jobs)
+
+        def send_in_turn(indices: list[int]) -> None:
+            for i in indices:
+                try:
+                    outcomes[i] = self._send(client, *jobs[i])
+                except Exception as exc:
+                    outcomes[i] = exc
+
+        lanes = self._lanes(jobs, flat)
+        concurrent.futures.wait([executor.submit(send_in_turn, lane) for lane in lanes])
+        results, again = self._collect(requests, groups, outcomes)
+        for i, redone in zip(again, self.generate([requests[i] for i in again]) if again else []):
+            results[i] = redone
+        return results
 
     async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[list[Continuation]]:
         """Async :meth:`generate` on a pooled ``httpx.AsyncClient`` of the running event loop."""
         if not requests:
             return []
-        jobs = await asyncio.to_thread(self._prepare, requests)  # tokenizing, maybe GET /v1/models
+        flat, groups = self._expand(requests)
+        jobs = await asyncio.to_thread(self._prepare, flat)  # tokenizing, maybe GET /v1/models
         loop = asyncio.get_running_loop()
         client = self._async_clients.get(loop)
         if client is None:
             client = self._async_clients[loop] = self.httpx.AsyncClient(timeout=self.timeout, limits=self._limits())
-        order = _hf.prefix_order([request.prompt for request in requests])  # shared prefixes sent together
-        sent = await asyncio.gather(*(self._asend(client, *jobs[i]) for i in order), return_exceptions=True)
-        results: list[Any] = [None] * len(jobs)
-        for position, i in enumerate(order):
-            results[i] = sent[position]
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
-        return list(results)
+        outcomes: list[Any] = [None] * len(jobs)
+
+        async def send_in_turn(indices: list[int]) -> None:
+            for i in indices:
+                try:
+                    outcomes[i] = await self._asend(client, *jobs[i])
+                except Exception as exc:
+                    outcomes[i] = exc
+
+        await asyncio.gather(*(send_in_turn(lane) for lane in self._lanes(jobs, flat)))
+        results, again = self._collect(requests, groups, outcomes)
+        for i, redone in zip(again, await self.agenerate([requests[i] for i in again]) if again else []):
+            results[i] = redone
+        return results
+
+    @property
+    def fans_out(self) -> bool | None:
+        """True when requests with ``n`` > 1 go out as one POST per sample, False when as one
+        POST, None while ``server_n="auto"`` has not yet seen such a request answered."""
+        return self._fan_out
+
+    def _lanes(self, jobs: list[tuple[Any, ...]], flat: Sequence[GenerationRequest]) -> list[list[int]]:
+        """The POSTs of a round as lanes, each sent one POST after another; lanes run concurrently.
+
+        Started in :func:`~mfs_core.backends._hf.prefix_order` (shared prefixes together).
+        A server that returns ``n`` samples gets one lane per POST (all concurrent). A server
+        that samples once per request (fanning out) gets one lane per replica: such servers
+        (llama-cpp-python's) serve one request at a time and reuse the KV cache of the
+        previous prompt, whose float rounding then depends on which request came before, so
+        concurrent POSTs would make a seeded decode differ from run to run (measured in
+        ``tests/integration/test_llamacpp_server.py``); in a fixed order they repeat.
+        """
+        order = _hf.prefix_order([request.prompt for request in flat])
+        if self._fan_out is not True:
+            return [[i] for i in order]
+        lanes: dict[int, list[int]] = {}
+        for i in order:
+            lanes.setdefault(jobs[i][3], []).append(i)  # jobs[i][3]: the replica
+        return list(lanes.values())
+
+    def _expand(self, requests: Sequence[GenerationRequest]) -> tuple[list[GenerationRequest], list[list[int]]]:
+        """The POSTs for ``requests`` and, per request, the indices of its POSTs.
+
+        Fanning out, a sampled request with ``n`` > 1 becomes ``n`` requests with ``n=1``
+        and seeds ``sample_seed(seed, k)``, k = 0..n-1; others are sent as they are.
+        """
+        flat: list[GenerationRequest] = []
+        groups: list[list[int]] = []
+        fan_out = self._fan_out is True
+        for request in requests:
+            if fan_out and request.n > 1 and not request.greedy:
+                groups.append(list(range(len(flat), len(flat) + request.n)))
+                flat.extend(replace(request, n=1, seed=sample_seed(request.seed, k)) for k in range(request.n))
+            else:
+                groups.append([len(flat)])
+                flat.append(request)
+        if len(flat) > len(requests):
+            with self._lock:
+                self.fanned_out_posts += len(flat) - len(requests) + sum(len(g) > 1 for g in groups)
+        return flat, groups
+
+    def _collect(
+        self, requests: Sequence[GenerationRequest], groups: list[list[int]], outcomes: list[Any]
+    ) -> tuple[list[Any], list[int]]:
+        """Each request's continuations, and the requests to send again fanned out.
+
+        The first :class:`SingleSampleError` under ``server_n="auto"`` switches this backend
+        to fanning out (once, logged) and the whole round is to be sent again (every index in
+        the second list), so that every answer kept was sent as :meth:`_send_jobs` sends a
+        fanned-out round. Any other error is raised (the first in request order).
+
+        Raises:
+            The first error among ``outcomes`` that is no such :class:`SingleSampleError`.
+        """
+        results: list[Any] = []
+        again = []
+        for i, group in enumerate(groups):
+            errors = [outcomes[j] for j in group if isinstance(outcomes[j], BaseException)]
+            if errors and all(isinstance(e, SingleSampleError) for e in errors) and self.server_n == "auto":
+                results.append(None)
+                again.append(i)
+            elif errors:
+                raise errors[0]
+            else:
+                results.append([c for j in group for c in outcomes[j]])
+        if again:  # the whole round again, one POST at a time: its answers then repeat with the seeds
+            again = list(range(len(requests)))
+        with self._lock:
+            if again and self._fan_out is not True:
+                self._fan_out = True
+                logger.info("%s returns one sample per request: requests with n > 1 go out as n requests with "
+                            "distinct seeds from now on", self.base_urls[0])
+            elif self._fan_out is None and any(results[i] is not None and r.n > 1 and not r.greedy
+                                               for i, r in enumerate(requests)):
+                self._fan_out = False  # n > 1 answered in full: the server samples n per request
+        return results, again
 
     def close(self) -> None:
         """Close the pooled connections and the thread pool (a later call reopens them)."""
@@ -515,6 +706,11 @@ class OpenAIBackend:
                 return _Fault(f"no answer within {self.timeout} s ({error.__class__.__name__})")
             return _Fault(f"connection error ({error.__class__.__name__}: {error})")
         status = response.status_code
+        if status >= 400 and request.n > 1 and not request.greedy and self.server_n != "yes":
+            text = _error_text(response.content)
+            if _N_REFUSED.search(text) and not _CONTEXT_ERROR.search(text):
+                msg = f"{url} refused n={request.n} (HTTP {status}: {text})"
+                raise SingleSampleError(msg)
         if status in _RETRY_STATUS or status >= 500:
             retry_after = _retry_after(response.headers.get("retry-after"))
             return _Fault(f"HTTP {status}: {_error_text(response.content)}", retry_after)
@@ -542,13 +738,39 @@ class OpenAIBackend:
         msg = f"request {index} to {', '.join(urls)} failed {self.max_retries + 1} times; last: {fault.message}"
         return OpenAIBackendError(msg)
 
+    def _unreachable(self, refused: dict[str, Exception]) -> ServerUnreachableError:
+        """The error once every URL a request may try refused the connection."""
+        where = ", ".join(f"{url} ({error.__class__.__name__}: {error})" for url, error in refused.items())
+        msg = (f"nothing answers at {where}: is the server running, and is base_urls (--base-url, MFS_BASE_URLS) "
+               "its address, e.g. http://127.0.0.1:8000/v1? Not retried: a refused connection means nothing listens")
+        return ServerUnreachableError(msg)
+
+    def _refused(self, refused: dict[str, Exception], replica: int, attempt: int, url: str, error: Exception) -> bool:
+        """Record a refused connection; True when another URL remains to try (no wait before it).
+
+        A refused connection (``httpx.ConnectError``: nothing listens, or the host name does
+        not resolve) is not retried at the same URL: the next replica's is tried at once, and
+        once every replica's URL has refused, :class:`ServerUnreachableError` is raised.
+
+        Raises:
+            ServerUnreachableError: no URL is left to try.
+        """
+        refused[url] = error
+        if attempt < self.max_retries and self._url(replica, attempt + 1) not in refused:
+            return True
+        raise self._unreachable({u.removesuffix("/completions"): e for u, e in refused.items()})
+
     def _send(self, client: Any, index: int, request: GenerationRequest, body: dict[str, Any], replica: int,
               prompt_tokens: int | None) -> list[Continuation]:
         """POST one request, retrying faults; blocking."""
+        refused: dict[str, Exception] = {}
         for attempt in range(self.max_retries + 1):
             url = self._url(replica, attempt)
             try:
                 response, error = client.post(url, json=body, headers=self._headers), None
+            except self.httpx.ConnectError as exc:
+                if self._refused(refused, replica, attempt, url, exc):
+                    continue
             except self.httpx.TransportError as exc:
                 response, error = None, exc
             outcome = self._outcome(url, request, prompt_tokens, response, error)
@@ -562,10 +784,14 @@ class OpenAIBackend:
     async def _asend(self, client: Any, index: int, request: GenerationRequest, body: dict[str, Any], replica: int,
                      prompt_tokens: int | None) -> list[Continuation]:
         """POST one request, retrying faults; async twin of :meth:`_send`."""
+        refused: dict[str, Exception] = {}
         for attempt in range(self.max_retries + 1):
             url = self._url(replica, attempt)
             try:
                 response, error = await client.post(url, json=body, headers=self._headers), None
+            except self.httpx.ConnectError as exc:
+                if self._refused(refused, replica, attempt, url, exc):
+                    continue
             except self.httpx.TransportError as exc:
                 response, error = None, exc
             outcome = self._outcome(url, request, prompt_tokens, response, error)
@@ -577,17 +803,29 @@ class OpenAIBackend:
         raise self._failed(index, replica, outcome)
 
     def _discover_context_window(self) -> int:
-        """GET ``/v1/models`` (vLLM's ``max_model_len``), then the tokenizer, then unknown."""
-        url = self.base_urls[0] + "/models"
-        try:
-            response = self.httpx.get(url, headers=self._headers, timeout=self.timeout)
-            response.raise_for_status()
-            cards = response.json().get("data", [])
-            card = next((c for c in cards if c.get("id") == self.model_name), cards[0] if len(cards) == 1 else None)
-            if card is not None and isinstance(card.get("max_model_len"), int):
-                return card["max_model_len"]
-        except Exception as exc:  # discovery is best effort; the fallbacks below say what happens
-            logger.info("GET %s gave no context window: %s", url, exc)
+        """GET ``/v1/models`` (vLLM's ``max_model_len``), then the tokenizer, then unknown.
+
+        Raises:
+            ServerUnreachableError: every base URL refused the connection (nothing listens).
+        """
+        refused: dict[str, Exception] = {}
+        for base in self.base_urls:
+            url = base + "/models"
+            try:
+                response = self.httpx.get(url, headers=self._headers, timeout=self.timeout)
+                response.raise_for_status()
+                cards = response.json().get("data", [])
+                card = next((c for c in cards if c.get("id") == self.model_name), cards[0] if len(cards) == 1 else None)
+                if card is not None and isinstance(card.get("max_model_len"), int):
+                    return card["max_model_len"]
+                break
+            except self.httpx.ConnectError as exc:
+                refused[base] = exc
+            except Exception as exc:  # discovery is best effort; the fallbacks below say what happens
+                logger.info("GET %s gave no context window: %s", url, exc)
+                break
+        if len(refused) == len(self.base_urls):
+            raise self._unreachable(refused)
         length = getattr(self.tokenizer, "model_max_length", None)
         if isinstance(length, int) and 0 < length < 10**8:
             return length

@@ -45,6 +45,7 @@ import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from mfs_core.backends.base import ContextWindowError
@@ -125,6 +126,28 @@ class _Group:
     done: int
 
 
+def cache_argument(model: Any) -> str:
+    """The keyword that passes a KV cache to ``model``'s forward: ``"cache"`` or ``"past_key_values"``.
+
+    transformers renamed ``past_key_values`` to ``cache`` (5.2x: ``@deprecate_kwarg("past_key_values",
+    "5.40.0", new_name="cache")`` on every model's forward, removed in 5.40); earlier versions,
+    4.57 included, know only ``past_key_values``. Read from the forward's signature, so the
+    backend passes the name the installed version documents and never a deprecated one.
+    """
+    import inspect
+
+    parameters = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in parameters else "past_key_values"
+
+
+def output_cache(out: Any) -> Any:
+    """The KV cache a forward returned: ``out["cache"]`` (transformers 5.2x), else ``out["past_key_values"]``.
+
+    Read by key: the ``past_key_values`` attribute of newer outputs is a deprecated alias that logs a warning.
+    """
+    return out["cache"] if "cache" in out else out["past_key_values"]
+
+
 class TransformersBackend:
     """Sample from a Hugging Face causal LM with raw log-probabilities.
 
@@ -154,6 +177,7 @@ class TransformersBackend:
         self.model_name = model_name
         self.batch_size = batch_size
         self.prefix_sharing = prefix_sharing
+        self._cache_arg = cache_argument(model)
         self.incremental_stops = incremental_stops
         self.prefill_stats = PrefillStats()
         self._num_parameters = sum(p.numel() for p in model.parameters())
@@ -194,11 +218,12 @@ class TransformersBackend:
             tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=local_only)
             model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=local_only)
         except (OSError, ValueError) as exc:
-            msg = (
-                f"model {settings.model!r} was not found: give a local directory with a Hugging Face "
-                f"checkpoint, a model already in the local cache, or 'mfs-demo' ({exc.__class__.__name__}: {exc})"
-            )
-            raise FileNotFoundError(msg) from exc
+            from mfs_core.backends._hf import missing_model_message
+
+            if not local_only or Path(path).expanduser().exists():  # a download or a local folder that failed
+                msg = f"model {settings.model!r} could not be loaded: {exc.__class__.__name__}: {exc}"
+                raise FileNotFoundError(msg) from exc
+            raise FileNotFoundError(missing_model_message(settings.model, exc)) from exc
         model.to(device)
         model.eval()
         return cls(model, tokenizer, model_name=settings.model, batch_size=settings.batch_size)
@@ -357,8 +382,8 @@ class TransformersBackend:
                 active = [active[pos] for pos in keep]
             mask = torch.cat([mask, torch.ones((len(active), 1), dtype=mask.dtype, device=device)], dim=1)
             out = self.model(input_ids=tokens.unsqueeze(1), attention_mask=mask, position_ids=next_position,
-                             past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
+                             use_cache=True, **{self._cache_arg: cache})
+            cache = output_cache(out)
             logits = out.logits[:, -1, :].float()
             next_position = next_position + 1
         for row in rows:
@@ -445,7 +470,7 @@ class TransformersBackend:
         self.prefill_stats.prefilled_tokens += sum(len(p) for p in prompts)
         self.prefill_stats.padded_prefill_tokens += input_ids.numel()
         self.prefill_stats.forward_passes += 1
-        return out.past_key_values, out.logits[:, -1, :].float(), mask, positions[:, -1:] + 1
+        return output_cache(out), out.logits[:, -1, :].float(), mask, positions[:, -1:] + 1
 
     def _prefill_shared(self, prompts: list[list[int]]) -> tuple[Any, Any, Any, Any] | None:
         """Prefill each node of the prompts' token trie once, then fan the caches out to rows.
@@ -494,8 +519,8 @@ class TransformersBackend:
             positions = (done + segment_mask.cumsum(-1) - 1).clamp(min=0)
             mask = segment_mask if mask is None else torch.cat([mask, segment_mask], dim=1)
             out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
-                             past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
+                             use_cache=True, **{self._cache_arg: cache})
+            cache = output_cache(out)
             stats.forward_passes += 1
             stats.prefilled_tokens += sum(len(seg) for seg in segments)
             stats.padded_prefill_tokens += input_ids.numel()

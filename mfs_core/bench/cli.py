@@ -15,18 +15,89 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
 from mfs_core.backends._hf import quiet_transformers
 
-__all__ = ["bench", "default_backend"]
+__all__ = [
+    "ApiKeyOption", "BaseUrlOption", "DeviceOption", "DtypeOption", "TokenizerOption", "bench", "check_base_url",
+    "choose_backend", "default_backend",
+]
 
 logger = logging.getLogger(__name__)
 
 CPU_STEP_BEAM_SIZE = 4
 CPU_NUM_ROLLOUTS = 4
+
+# Options of the model and its backend, shared by ``mfs ask`` and ``mfs bench``.
+TokenizerOption = Annotated[
+    Optional[str],
+    typer.Option(help="Local tokenizer folder, .gguf file, packaged model or cached Hugging Face name (default: the "
+                 "model's own). --backend openai needs one to render chat templates and count tokens.",
+                 show_default="MFS_TOKENIZER, else the model's"),
+]
+ApiKeyOption = Annotated[
+    Optional[str],
+    typer.Option(help="Bearer token of --backend openai; never printed. Prefer the MFS_API_KEY variable: a flag "
+                 "shows in the shell history and the process list.", show_default="MFS_API_KEY, else none"),
+]
+DeviceOption = Annotated[
+    Optional[str],
+    typer.Option(help="Torch device of the transformers backend: auto | cpu | cuda | cuda:N.",
+                 show_default="MFS_DEVICE, else 'auto'"),
+]
+DtypeOption = Annotated[
+    Optional[str],
+    typer.Option(help="Weight dtype: auto | float32 | float16 | bfloat16 ('auto': float32 on CPU, the "
+                 "checkpoint's on a GPU).", show_default="MFS_DTYPE, else 'auto'"),
+]
+BaseUrlOption = Annotated[
+    Optional[list[str]],
+    typer.Option(help="URL of an OpenAI-compatible server (http://127.0.0.1:8080/v1: vllm serve, llama.cpp's "
+                 "server); selects --backend openai when no backend is named. Repeat per replica.",
+                 show_default="MFS_BASE_URLS, else none"),
+]
+
+
+def choose_backend(given: dict[str, Any], environment: dict[str, str]) -> tuple[dict[str, Any], str | None]:
+    """A server URL without a backend selects the HTTP backend.
+
+    Args:
+        given: setting name -> value of the flags that were given (None values removed).
+        environment: setting name -> origin of the ``MFS_*`` variables and ``.env`` entries set
+            (:func:`mfs_core.settings.setting_sources`).
+
+    Returns:
+        ``given`` with ``backend="openai"`` added when ``--base-url`` (or ``MFS_BASE_URLS``)
+        names a server and neither ``--backend`` nor ``MFS_BACKEND`` names a backend, and the
+        origin of that choice (``"--base-url"``, ``"MFS_BASE_URLS"``); else ``given`` and None.
+    """
+    if "backend" in given or "backend" in environment:
+        return given, None
+    if "base_urls" in given:
+        return {**given, "backend": "openai"}, "--base-url"
+    if "base_urls" in environment:
+        return {**given, "backend": "openai"}, environment["base_urls"]
+    return given, None
+
+
+def check_base_url(backend: str, given: dict[str, Any], backend_origin: str) -> None:
+    """Refuse a ``--base-url`` that the chosen backend would ignore.
+
+    Args:
+        backend: the backend the settings chose.
+        given: setting name -> value of the flags that were given.
+        backend_origin: where ``backend`` came from (``"--backend"``, ``"MFS_BACKEND"``).
+
+    Raises:
+        ValueError: ``--base-url`` given while ``backend`` is not ``"openai"`` (one line).
+    """
+    if "base_urls" in given and backend != "openai":
+        msg = (f"--base-url is the server of --backend openai, but the backend is {backend!r} (from {backend_origin}): "
+               f"drop --base-url or use --backend openai")
+        raise ValueError(msg)
 
 
 def default_backend() -> str:
@@ -77,7 +148,12 @@ def bench(
     limit: Annotated[Optional[int], typer.Option(help="Only N questions (from --offset on).")] = None,
     offset: Annotated[int, typer.Option(help="Skip the first N questions of the set (e.g. ones used for tuning).")] = 0,
     model: Annotated[Optional[str], typer.Option(help="Model name or local path (default: 'mfs-demo').")] = None,
-    backend: Annotated[Optional[str], typer.Option(help="transformers | vllm | openai (default: MFS_BACKEND, else vllm when installed, else transformers).")] = None,
+    backend: Annotated[Optional[str], typer.Option(help="transformers | vllm | openai (default: MFS_BACKEND, else openai with --base-url, else vllm when installed, else transformers).")] = None,
+    base_url: BaseUrlOption = None,
+    tokenizer: TokenizerOption = None,
+    api_key: ApiKeyOption = None,
+    device: DeviceOption = None,
+    dtype: DtypeOption = None,
     data_dir: Annotated[Optional[Path], typer.Option(help="Directory of the six sets (default: $MFS_DATA_DIR or ./data).")] = None,
     kind: Annotated[Optional[str], typer.Option(help="Answer kind of a set given by path (default: from its name).")] = None,
     step_beam_size: Annotated[int, typer.Option(help="M, beams per step (φ and MFS).")] = CPU_STEP_BEAM_SIZE,
@@ -105,15 +181,20 @@ def bench(
     from mfs_core.engine import MFSEngine
     from mfs_core.settings import MFSSettings, setting_sources
 
-    if backend is None and "backend" not in setting_sources():
-        backend = default_backend()
     overrides = {
         "model": model, "backend": backend, "step_beam_size": step_beam_size, "num_rollouts": num_rollouts,
         "max_steps": max_steps, "prune_lambda": prune_lambda, "stop_epsilon": stop_epsilon,
         "temperature": temperature, "max_answer_tokens": max_answer_tokens, "seed": seed,
+        "base_urls": base_url or None, "tokenizer": tokenizer, "api_key": api_key, "device": device, "dtype": dtype,
     }
+    given = {k: v for k, v in overrides.items() if v is not None}
+    environment = setting_sources()
+    given, _ = choose_backend(given, environment)
+    if "backend" not in given and "backend" not in environment:
+        given["backend"] = default_backend()
     try:
-        settings = MFSSettings(**{k: v for k, v in overrides.items() if v is not None})
+        settings = MFSSettings(**given)
+        check_base_url(settings.backend, given, "--backend" if backend else environment.get("backend", "default"))
         chosen = parse_methods(methods, _floats(lambda_sweep))
         k = _sc_k(sc_k, [m.label for m in chosen])
         data = load_dataset(dataset, data_dir=data_dir, limit=limit, kind=kind, offset=offset)

@@ -93,7 +93,7 @@ def test_missing_logprobs_is_a_clear_error(logprobs: list[float | None] | None) 
 
 @pytest.mark.parametrize(("body", "pattern"), [
     ({"object": "error"}, "without a 'choices' list"),
-    (response(choice(0, "a", [-1.0], stop_reason=None)), "returned 1 choices for n=2"),
+    (response(*(choice(i, "a", [-1.0], stop_reason=None) for i in range(3))), "returned 3 choices for n=2"),
 ])
 def test_unusable_bodies(body: dict[str, Any], pattern: str) -> None:
     with pytest.raises(OpenAIBackendError, match=pattern):
