@@ -63,3 +63,52 @@ def test_mfs_decodes_with_it_and_a_seed_repeats_the_decode(smollm2: Transformers
     assert first.output_tokens > 0 and first.text.strip()
     assert first.flops == 6.0 * first.output_tokens * 134_515_008
     assert (first.text, first.output_tokens, first.completions) == (again.text, again.output_tokens, again.completions)
+
+
+# --- a real model's formats (issue: real models, item 2) -------------------------------------------
+ARC_QUESTION = 0  # "An astronomer observes that a planet rotates faster ...", gold C
+TRIGGER = "\nThe answer is:"
+
+
+def _example(name: str, index: int):  # noqa: ANN202 - a bench Example
+    from mfs_core.bench.datasets import load_dataset
+
+    return load_dataset(name, data_dir=Path(__file__).parents[1] / "fixtures" / "data", limit=index + 1).examples[index]
+
+
+def test_the_assistant_prefix_follows_the_templates_newline(smollm2: TransformersBackend) -> None:
+    from mfs_core.bench.prompts import SYSTEM_PROMPTS, render_example
+
+    prompt = render_example(_example("arc-c", ARC_QUESTION), smollm2, MFSSettings(model=SMOLLM2))
+    assert prompt.startswith(f"<|im_start|>system\n{SYSTEM_PROMPTS['arc']}<|im_end|>\n<|im_start|>user\n")
+    assert prompt.endswith("<|im_end|>\n<|im_start|>assistant\nThe reasoning steps are:\n\n")
+
+
+def test_mfs_on_arc_keeps_blank_lines_out_of_the_steps_and_every_path_states_an_answer(
+    smollm2: TransformersBackend,
+) -> None:
+    from mfs_core.bench.prompts import render_example
+
+    settings = MFSSettings(model=SMOLLM2, step_beam_size=2, num_rollouts=2, max_steps=2, max_step_tokens=40,
+                           max_answer_tokens=64, seed=0, answer_trigger=TRIGGER)
+    prompt = render_example(_example("arc-c", ARC_QUESTION), smollm2, settings)
+    result = MFSEngine(smollm2, settings).decode_prompts([prompt])[0]
+    candidates = [c for step in result.steps for c in step.candidates]
+    # No step is a blank line: a blank candidate was continued into its next line, and one that
+    # stayed blank was pruned, never kept nor finished.
+    assert all(c.text.strip() or (c.pruned and not c.selected and not c.finished) for c in candidates)
+    assert all(c.text.strip() for c in candidates if c.finished or c.selected)
+    assert 1 <= len(result.completions) <= settings.step_beam_size
+    # Every path states an answer the vote reads (the trigger asked the ones that stated none).
+    assert all(answer is not None for answer in result.completion_answers), result.completions
+
+
+def test_greedy_gsm8k_states_a_number_never_an_expression(smollm2: TransformersBackend) -> None:
+    from mfs_core.answers import extract_answer
+    from mfs_core.bench.prompts import render_example
+
+    settings = MFSSettings(model=SMOLLM2, max_answer_tokens=128, seed=0, answer_trigger=TRIGGER)
+    prompt = render_example(_example("gsm8k", 0), smollm2, settings)
+    result = MFSEngine(smollm2, settings).decode_prompts([prompt], method="cot")[0]
+    assert result.answer is not None and result.answer == extract_answer(result.text)
+    assert float(result.answer) == float(result.answer)  # a number: no operator, no word
