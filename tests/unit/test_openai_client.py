@@ -286,3 +286,34 @@ def test_a_tokenizer_that_counts_differently_is_reported(caplog: pytest.LogCaptu
     assert [r.message for r in caplog.records].count(
         "http://h/v1/completions counted 9 prompt tokens where the local tokenizer counts 5: is the tokenizer the "
         "served model's?") == 1
+
+
+def test_chat_shaped_logprobs_of_llama_server_are_read_with_token_ids() -> None:
+    # llama.cpp's llama-server: /v1/completions answers logprobs.content[] with id, token, logprob
+    body = {"choices": [{"index": 0, "text": "7", "finish_reason": "stop", "logprobs": {"content": [
+        {"id": 22, "token": "7", "bytes": [55], "logprob": -0.25, "top_logprobs": []},
+        {"id": 198, "token": "\n", "bytes": [10], "logprob": -0.5, "top_logprobs": []}]}}],
+        "usage": {"prompt_tokens": 9}}
+    (cont,) = parse_completion(body, GenerationRequest(prompt="3 + 4 = ", stop=("\n",)))
+    assert (cont.text, cont.token_ids, cont.logprob_sum, cont.finish_reason, cont.stop_reason, cont.prompt_tokens) == (
+        "7", (22, 198), -0.75, "stop", "\n", 9)
+    post_sampling = {"choices": [{"index": 0, "text": "7", "finish_reason": "length",
+                                  "logprobs": {"content": [{"id": 22, "token": "7", "prob": 0.8}]}}]}
+    with pytest.raises(MissingLogprobsError, match="Ollama's /v1/completions does not"):
+        parse_completion(post_sampling, GenerationRequest(prompt="p"))
+
+
+def test_one_choice_for_n_is_a_single_sample_error_and_seeds_fan_out_distinctly() -> None:
+    from mfs_core.backends.openai import SingleSampleError, sample_seed
+
+    with pytest.raises(SingleSampleError, match="returned 1 choice for n=4"):
+        parse_completion(response(choice(0, "a", [-1.0])), GenerationRequest(prompt="p", n=4))
+    seeds = [sample_seed(s, k) for s in (100, 101) for k in range(4)]
+    assert seeds[0] == 100 and seeds[4] == 101 and len(set(seeds)) == 8  # neighbours' samples never share a seed
+    assert sample_seed(100, 2) == sample_seed(100, 2) and sample_seed(None, 3) is None
+    backend = OpenAIBackend(["http://127.0.0.1:9/v1"], "m", context_window=4096, server_n="no")
+    flat, groups = backend._expand([GenerationRequest(prompt="a", n=3, seed=5), GenerationRequest(prompt="b", n=2, greedy=True)])
+    assert [(r.n, r.seed) for r in flat] == [(1, 5), (1, sample_seed(5, 1)), (1, sample_seed(5, 2)), (2, None)]
+    assert groups == [[0, 1, 2], [3]] and backend.fans_out is True and backend.fanned_out_posts == 3
+    with pytest.raises(ValueError, match="server_n must be 'auto', 'yes' or 'no', got 'maybe'"):
+        OpenAIBackend(["http://127.0.0.1:9/v1"], "m", server_n="maybe")  # type: ignore[arg-type]
