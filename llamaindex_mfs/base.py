@@ -551,6 +551,24 @@ class MFSLLM(FunctionCallingLLM):
         specs = to_tool_specs(tools)
         return {"messages": messages, "tools": specs or None, "tool_choice": tool_choice if specs else None, **kwargs}
 
+    def predict_and_call(self, tools: Sequence[Any], *args: Any, **kwargs: Any) -> Any:
+        """``FunctionCallingLLM.predict_and_call``: the model picks a tool and the tool is called.
+
+        Raises:
+            ToolsNotSupportedError: the model's template does not render tools. (LlamaIndex
+                would fall back to a ReAct agent, which llama-index-core 0.14 cannot build
+                without a ``react_chat_formatter``: an unrelated validation error.)
+        """
+        if not self._renders_tools:
+            raise ToolsNotSupportedError(self.engine.backend.model_name)
+        return super().predict_and_call(tools, *args, **kwargs)
+
+    async def apredict_and_call(self, tools: Sequence[Any], *args: Any, **kwargs: Any) -> Any:
+        """Async :meth:`predict_and_call`; the same error where the template does not render tools."""
+        if not self._renders_tools:
+            raise ToolsNotSupportedError(self.engine.backend.model_name)
+        return await super().apredict_and_call(tools, *args, **kwargs)
+
     def _validate_chat_with_tools_response(
         self, response: ChatResponse, tools: Sequence[Any], allow_parallel_tool_calls: bool = False, **kwargs: Any
     ) -> ChatResponse:

@@ -148,3 +148,12 @@ def test_structured_predict_without_tools_votes_over_json() -> None:
     assert result == Sum(total=7)
     system = backend.calls[0][0].prompt.split("<|user|>")[0]
     assert "Answer with a single JSON object that conforms to this JSON schema" in system and '"total"' in system
+
+
+async def test_predict_and_call_without_tool_rendering_is_the_clear_error() -> None:
+    # LlamaIndex's fallback for such a model is a ReAct agent that 0.14 cannot build (no formatter).
+    plain = MFSLLM(engine=MFSEngine(ScriptedBackend(calculator_script), SETTINGS))
+    with pytest.raises(ToolsNotSupportedError, match="cannot call tools"):
+        plain.predict_and_call([ADD], user_msg="What is 20 plus 22?")
+    with pytest.raises(ToolsNotSupportedError, match="cannot call tools"):
+        await plain.apredict_and_call([ADD], user_msg="What is 20 plus 22?")
