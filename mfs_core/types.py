@@ -226,7 +226,8 @@ class DecodeResult:
         stop_reason: why deliberation ended. MFS: ``"converged"`` (``max V <= ε_stop`` after
             ``min_steps``), ``"all_finished"`` (every candidate of the last step finished),
             ``"finished_pool_full"`` (the finished pool reached M paths while candidates were
-            still open), ``"max_steps"``; CoT ``"greedy"``, self-consistency ``"sampled"``,
+            still open), ``"max_steps"``, ``"blank_steps"`` (every candidate of a step stayed a
+            blank line); CoT ``"greedy"``, self-consistency ``"sampled"``,
             φ-Decoding ``"cluster_converged"``, ``"identical_rollouts"``, ...
         prompt_tokens: prompt tokens over all generation requests (tokens).
         output_tokens: generated tokens over all requests (tokens).
