@@ -169,6 +169,12 @@ class MFSParams(BaseModel):
     """N, candidate steps sampled per beam (default 8, the paper's)."""
     foresight_rollouts: int = _DEFAULTS["foresight_rollouts"]
     """Foresight rollouts per candidate that survives width pruning (default 1)."""
+    share_foresight: bool = _DEFAULTS["share_foresight"]
+    """Survivors with the same path text share one foresight estimate (default True; False:
+    the paper's rollout per survivor)."""
+    reuse_rollouts: bool = _DEFAULTS["reuse_rollouts"]
+    """A candidate equal to the first step of its beam's rollout reuses the rest of it as a
+    foresight rollout, at no new tokens (default False)."""
     prune_lambda: float = _DEFAULTS["prune_lambda"]
     """λ1 of the width-pruning threshold μ + λ1·σ in standard deviations (default 0.8; eq. 10-11)."""
     temperature: float = _DEFAULTS["temperature"]

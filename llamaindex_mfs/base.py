@@ -211,6 +211,8 @@ class MFSLLM(FunctionCallingLLM):
     step_beam_size: Optional[int] = _setting("step_beam_size")
     num_rollouts: Optional[int] = _setting("num_rollouts")
     foresight_rollouts: Optional[int] = _setting("foresight_rollouts")
+    share_foresight: Optional[bool] = _setting("share_foresight")
+    reuse_rollouts: Optional[bool] = _setting("reuse_rollouts")
     prune_lambda: Optional[float] = _setting("prune_lambda")
     temperature: Optional[float] = _setting("temperature")
     rollout_temperature: Optional[float] = _setting("rollout_temperature")

@@ -252,7 +252,24 @@ class MFSSettings(BaseSettings):
     # --- MFS (MFS_SPEC.md) -------------------------------------------------------------
     step_beam_size: int = Field(default=8, ge=1, le=1024, description="M, beams kept between steps.")
     num_rollouts: int = Field(default=8, ge=1, le=1024, description="N, candidate steps sampled per beam.")
-    foresight_rollouts: int = Field(default=1, ge=1, le=64, description="Foresight rollouts per surviving candidate.")
+    foresight_rollouts: int = Field(
+        default=1, ge=1, le=64,
+        description="Foresight rollouts per surviving candidate (per distinct one with share_foresight).",
+    )
+    share_foresight: bool = Field(
+        default=True,
+        description="Survivors with the same path text share one estimate of E[F | a_t] (eq. 7-8): foresight_rollouts "
+        "rollouts per distinct candidate, not per copy; copies keep their weight in the selection and the vote, and "
+        "beams that share a rollout are completed by fresh samples at the finish (off: the paper's rollout per "
+        "survivor).",
+    )
+    reuse_rollouts: bool = Field(
+        default=False,
+        description="A candidate that is the first step of its beam's stored rollout uses the rest of that rollout as "
+        "one of its foresight rollouts, at no new tokens (off, the default: every rollout is sampled anew, as the "
+        "paper; on the tuning questions reuse cost 3 points and stopped every search at its second step, "
+        "docs/benchmarks.md).",
+    )
     prune_lambda: float = Field(
         default=0.8, ge=0.0, description="λ1 of the width-pruning threshold μ + λ1·σ (paper eq. 10-11; standard deviations)."
     )

@@ -156,7 +156,12 @@ class Candidate:
         deficit: ``D_t = F_best - F_t`` over the scored candidates (eq. 9, nats).
         selected: chosen as a beam (or kept in the finished pool) for the next step.
         rollout: the text of its first foresight rollout, if any.
-        rollout_tokens: tokens of all its foresight rollouts together (tokens); None if pruned.
+        rollout_tokens: new tokens sampled for its foresight rollouts (tokens; 0 when its
+            estimate is shared with an earlier copy or made of reused rollouts only); None if pruned.
+        foresight_shared: its ``F_t`` is the estimate of an earlier survivor with the same path
+            text (``share_foresight``): no rollout was sampled for it.
+        reused_rollouts: how many of its rollouts are the remainder of its parent beam's
+            stored rollout (``reuse_rollouts``; 0 or 1), sampled at no new tokens.
         parent_quality: ``F_{t-1}`` of its parent beam (nats); None at t = 0 (the root has none).
         parent_step_logprob: step log-prob of its parent beam's last step (nats; the
             ``baseline="parent_step"`` baseline); None at t = 0.
@@ -174,6 +179,8 @@ class Candidate:
     selected: bool = False
     rollout: str | None = None
     rollout_tokens: int | None = None
+    foresight_shared: bool = False
+    reused_rollouts: int = 0
     parent_quality: float | None = None
     parent_step_logprob: float | None = None
 

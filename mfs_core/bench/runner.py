@@ -44,7 +44,9 @@ logger = logging.getLogger(__name__)
 
 RECORDS_FILE = "records.jsonl"
 CONFIG_FILE = "config.json"
-_VOTING_DECODERS = {"sc", "mfs", "mfs-no-stop", "mfs-no-prune", "mfs-converged-rollouts"}
+_VOTING_DECODERS = {
+    "sc", "mfs", "mfs-no-stop", "mfs-no-prune", "mfs-converged-rollouts", "mfs-paper", "mfs-reuse-only", "mfs-share-reuse",
+}
 _CONFIG_KEYS = ("dataset", "kind", "model", "settings")
 
 

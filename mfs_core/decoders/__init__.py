@@ -27,6 +27,9 @@ DECODERS: dict[str, DecoderFactory] = {
     "mfs-no-stop": with_overrides(decode_mfs, "mfs-no-stop", early_stopping=False),
     "mfs-no-prune": with_overrides(decode_mfs, "mfs-no-prune", width_pruning=False),
     "mfs-converged-rollouts": with_overrides(decode_mfs, "mfs-converged-rollouts", convergence_finish="converged_rollouts"),
+    "mfs-paper": with_overrides(decode_mfs, "mfs-paper", share_foresight=False, reuse_rollouts=False),
+    "mfs-reuse-only": with_overrides(decode_mfs, "mfs-reuse-only", share_foresight=False, reuse_rollouts=True),
+    "mfs-share-reuse": with_overrides(decode_mfs, "mfs-share-reuse", share_foresight=True, reuse_rollouts=True),
 }
 
 

@@ -26,7 +26,7 @@ from mfs_core.decoders.common import (
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Candidate, Continuation, GenerationRequest, StepTrace
 
-__all__ = ["SEARCH_SETTINGS", "STOP_REASONS", "decode_mfs"]
+__all__ = ["SEARCH_SETTINGS", "STOP_REASONS", "decode_mfs", "foresight_groups", "rollout_remainder"]
 
 
 STOP_REASONS = {
@@ -39,8 +39,8 @@ STOP_REASONS = {
 """The ``stop_reason`` values of an MFS decode and what each means."""
 
 SEARCH_SETTINGS = (
-    "step_beam_size", "num_rollouts", "foresight_rollouts", "prune_lambda", "width_pruning", "stop_epsilon",
-    "min_steps", "max_steps", "early_stopping", "baseline", "selection", "max_finished_fraction",
+    "step_beam_size", "num_rollouts", "foresight_rollouts", "share_foresight", "reuse_rollouts", "prune_lambda",
+    "width_pruning", "stop_epsilon", "min_steps", "max_steps", "early_stopping", "baseline", "selection", "max_finished_fraction",
     "convergence_finish", "aggregation", "temperature", "rollout_temperature", "step_delimiter",
 )
 """Settings copied into ``DecodeResult.search_settings`` (what the trace depends on)."""
@@ -48,7 +48,9 @@ SEARCH_SETTINGS = (
 
 @dataclass(frozen=True)
 class _Beam:
-    """A partial path ``a_{<t}``: its text, ``F_{t-1}``, the step log-prob that made it, its rollout.
+    """A partial path ``a_{<t}``: its text, ``F_{t-1}``, the step log-prob that made it, its rollout
+    (the continuation sampled from ``prompt + text``: what completes it at the finish, and what
+    ``reuse_rollouts`` reads its candidates' futures from).
 
     ``copies`` > 1 only for the root: the M empty paths of step 1, sampled as one request.
     """
@@ -56,7 +58,7 @@ class _Beam:
     text: str
     quality: float | None = None
     step_logprob: float | None = None
-    rollout: str | None = None
+    rollout: Continuation | None = None
     copies: int = 1
 
 
@@ -65,14 +67,76 @@ def _is_finished(cont: Continuation, end_marker: str) -> bool:
     return cont.finish_reason == "eos" or cont.stop_reason == end_marker
 
 
+def foresight_groups(paths: list[str], share: bool) -> list[list[int]]:
+    """Survivors that share one foresight estimate, as lists of indices into ``paths``.
+
+    With ``share`` (``share_foresight``), survivors whose path text ``a_{<=t}`` (beam text +
+    step text) is the same form one group: ``E[F | a_{<=t}]`` depends on the path only, so one
+    estimate from ``foresight_rollouts`` rollouts serves every copy. Without it, every
+    survivor is its own group (the paper's rollout per survivor). Groups are ordered by their
+    first member; members keep their order.
+
+    Args:
+        paths: the path text of each survivor, shape (K,).
+        share: group equal paths.
+
+    Returns:
+        A partition of ``range(K)``: e.g. ``foresight_groups(["a", "b", "a"], True) == [[0, 2], [1]]``.
+    """
+    if not share:
+        return [[i] for i in range(len(paths))]
+    groups: dict[str, list[int]] = {}
+    for i, path in enumerate(paths):
+        groups.setdefault(path, []).append(i)
+    return list(groups.values())
+
+
+def rollout_remainder(rollout: Continuation | None, step: Continuation, delimiter: str) -> Continuation | None:
+    """The rest of a beam's stored rollout after ``step``, when ``step`` is its first step.
+
+    The rollout was sampled from the beam's prefix; when it starts with exactly ``step``'s
+    tokens followed by the delimiter, what follows is a sample of the future of
+    ``prefix + step + delimiter`` (conditioned on that first step), i.e. a foresight rollout of
+    the candidate ``step`` (MFS_SPEC.md step 4), at no new tokens. Its log-prob sum is the
+    rollout's minus the step's: the same tokens from the same prefix have the same raw
+    log-probs (clamped at 0 against float noise).
+
+    Not reused (None): no rollout; a rollout cut by ``max_tokens`` (``finish_reason ==
+    "length"``: a fresh rollout would have had more tokens); a step not ended by the delimiter;
+    tokens or text that differ; nothing after the step.
+
+    Args:
+        rollout: the parent beam's stored rollout, or None.
+        step: the candidate's step continuation (its ``token_ids`` end with the token that
+            completed the delimiter; its text excludes the delimiter).
+        delimiter: the step delimiter (``settings.step_delimiter``).
+
+    Returns:
+        The remainder as a :class:`Continuation` (``prompt_tokens`` 0), or None.
+    """
+    if rollout is None or rollout.finish_reason == "length" or step.stop_reason != delimiter:
+        return None
+    k = len(step.token_ids)
+    head = step.text + delimiter
+    if len(rollout.token_ids) <= k or rollout.token_ids[:k] != step.token_ids or not rollout.text.startswith(head):
+        return None
+    return Continuation(
+        text=rollout.text[len(head):], token_ids=rollout.token_ids[k:],
+        logprob_sum=min(0.0, rollout.logprob_sum - step.logprob_sum),
+        finish_reason=rollout.finish_reason, stop_reason=rollout.stop_reason, prompt_tokens=0,
+    )
+
+
 def decode_mfs(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor | None = None) -> Decoder:
     """Decode one prompt with MFS; a generator that yields requests and returns the result.
 
     Steps (MFS_SPEC.md 1-9): sample N candidate steps per beam; finished candidates go to
     the finished pool (at most ⌊f·M⌋ per step while candidates are open; the best M by step
     log-prob when all of a step's candidates finished); prune the open ones in width by
-    ``score >= μ + λ1·σ`` (eq. 10-11; ties with the best survive); one foresight rollout
-    per survivor gives ``F_t`` (eq. 3); step value ``V = F_t - F_{t-1}`` (eq. 8); stop when
+    ``score >= μ + λ1·σ`` (eq. 10-11; ties with the best survive); ``foresight_rollouts``
+    rollouts per distinct surviving path give ``F_t`` (eq. 3; copies share the estimate with
+    ``share_foresight``, and the rest of the parent's rollout counts as one where it starts
+    with the candidate, ``reuse_rollouts``; both off: one per survivor, the paper's); step value ``V = F_t - F_{t-1}`` (eq. 8); stop when
     ``max V <= ε_stop`` after ``min_steps`` (eq. 12: the step's candidates are discarded and
     the parent beams kept, with ``convergence_finish="parent_beams"``), when every candidate
     finished, when the pool holds M paths, or after ``max_steps``; else draw M beams by
@@ -124,6 +188,7 @@ def decode_mfs(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
                       parent_step_logprob=beams[b].step_logprob)
             for b, conts in enumerate(outputs) for c in conts
         ]
+        sampled = {id(cand): c for cand, c in zip(candidates, (c for conts in outputs for c in conts))}
         step = StepTrace(step=t, candidates=candidates, stop_epsilon=s.stop_epsilon)
         trace.append(step)
         # A candidate still blank (whitespace only, open) is no step: recorded as pruned.
@@ -168,21 +233,50 @@ def decode_mfs(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
             cand.pruned = not kept
         survivors = [c for c in open_cands if not c.pruned]
 
-        # 4. Foresight: rollouts from each survivor to the end marker.
-        requests = [
-            GenerationRequest(
-                prompt=prompt + beams[c.beam_index].text + c.text + s.step_delimiter,
-                n=s.foresight_rollouts, max_tokens=s.max_answer_tokens, stop=(s.end_marker,),
+        # 4. Foresight: rollouts from each survivor to the end marker; one estimate per
+        # distinct path (share_foresight), the parent's rollout reused where it starts with
+        # the candidate (reuse_rollouts); new rollouts only for what is still missing.
+        groups = foresight_groups([beams[c.beam_index].text + c.text for c in survivors], s.share_foresight)
+        group_rollouts: list[list[Continuation]] = []
+        reused_sources: set[int] = set()  # a stored rollout serves one candidate (copies of a beam share it)
+        for group in groups:
+            rollouts = []
+            for i in group:
+                stored = beams[survivors[i].beam_index].rollout
+                if not s.reuse_rollouts or id(stored) in reused_sources or len(rollouts) >= s.foresight_rollouts:
+                    continue
+                remainder = rollout_remainder(stored, sampled[id(survivors[i])], s.step_delimiter)
+                if remainder is not None:
+                    rollouts.append(remainder)
+                    reused_sources.add(id(stored))
+            group_rollouts.append(rollouts)
+        reused_counts = [len(rollouts) for rollouts in group_rollouts]
+        needs = [(g, s.foresight_rollouts - len(rollouts)) for g, rollouts in enumerate(group_rollouts)
+                 if len(rollouts) < s.foresight_rollouts]
+        requests = []
+        for g, n in needs:
+            first = survivors[groups[g][0]]
+            requests.append(GenerationRequest(
+                prompt=prompt + beams[first.beam_index].text + first.text + s.step_delimiter,
+                n=n, max_tokens=s.max_answer_tokens, stop=(s.end_marker,),
                 temperature=rollout_temperature, top_p=s.top_p, seed=request_seed(rng),
-            )
-            for c in survivors
-        ]
-        outputs = yield requests
-        tally.add(requests, outputs)
-        for cand, conts in zip(survivors, outputs):
-            cand.foresight_quality = float(np.mean([martingale.foresight_quality(r.logprob_sum, r.num_tokens) for r in conts]))
-            cand.rollout = conts[0].text
-            cand.rollout_tokens = sum(r.num_tokens for r in conts)
+            ))
+        if requests:
+            outputs = yield requests
+            tally.add(requests, outputs)
+            for (g, _), conts in zip(needs, outputs):
+                group_rollouts[g].extend(conts)
+        rollout_of: dict[int, Continuation] = {}
+        for group, rollouts, reused in zip(groups, group_rollouts, reused_counts):
+            quality = float(np.mean([martingale.foresight_quality(r.logprob_sum, r.num_tokens) for r in rollouts]))
+            for k, i in enumerate(group):
+                cand = survivors[i]
+                cand.foresight_quality = quality
+                cand.rollout = rollouts[0].text
+                cand.foresight_shared = k > 0
+                cand.reused_rollouts = 0 if k > 0 else reused
+                cand.rollout_tokens = 0 if k > 0 else sum(r.num_tokens for r in rollouts[reused:])
+                rollout_of[id(cand)] = rollouts[0]
 
         # 5. Step values (eq. 8); deficits (eq. 9).
         qualities = [c.foresight_quality for c in survivors]
@@ -220,7 +314,7 @@ def decode_mfs(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
             step.beam_sources.append(position[id(cand)])
             new_beams.append(
                 _Beam(text=beams[cand.beam_index].text + cand.text + s.step_delimiter, quality=cand.foresight_quality,
-                      step_logprob=cand.step_logprob, rollout=cand.rollout)
+                      step_logprob=cand.step_logprob, rollout=rollout_of[id(cand)])
             )
         beams = new_beams
         if converged:  # convergence_finish="converged_rollouts": the selected candidates' rollouts
@@ -231,12 +325,19 @@ def decode_mfs(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
     if trace:
         report_step(trace[-1], [beam.text for beam in beams])
 
-    # 8. Finish without extra tokens: a beam's rollout already completes it. Only the root
-    # (a convergence stop at t = 0 with min_steps = 0) has none and is sampled to the end.
+    # 8. Finish without extra tokens: a beam's rollout already completes it. The root (a
+    # convergence stop at t = 0 with min_steps = 0) has none, and a beam whose rollout is shared
+    # with an earlier beam (copies under share_foresight) would repeat that beam's completion:
+    # those are sampled to the end, so the vote has one independent completion per beam.
     completions = [text for text, _ in finished_pool]
     qualities = [quality for _, quality in finished_pool]
     completion_tokens = 0
-    missing = [beam for beam in beams if beam.rollout is None]
+    seen_rollouts: set[int] = set()
+    own_rollout: dict[int, bool] = {}
+    for beam in beams:
+        own_rollout[id(beam)] = beam.rollout is not None and id(beam.rollout) not in seen_rollouts
+        seen_rollouts.add(id(beam.rollout))
+    missing = [beam for beam in beams if not own_rollout[id(beam)]]
     if missing:
         requests = [
             GenerationRequest(prompt=prompt + beam.text, n=beam.copies, max_tokens=s.max_answer_tokens,
@@ -249,8 +350,8 @@ def decode_mfs(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
         filled = {id(beam): conts for beam, conts in zip(missing, outputs)}
         completion_tokens = sum(c.num_tokens for conts in outputs for c in conts)
     for beam in beams:
-        if beam.rollout is not None:
-            completions.append(beam.text + beam.rollout)
+        if own_rollout[id(beam)]:
+            completions.append(beam.text + beam.rollout.text)
             qualities.append(beam.quality)
         else:
             for cont in filled[id(beam)]:
