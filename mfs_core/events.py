@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
+from mfs_core.trace import scored_summary
 from mfs_core.types import Candidate, DecodeResult, StepTrace
 
 __all__ = [
@@ -207,7 +208,7 @@ def step_summary(event: StepEvent) -> str:
     parts = [f"{event.num_candidates} sampled"]
     if event.num_finished:
         parts.append(f"{event.num_finished} finished")
-    parts += [f"{event.num_pruned} pruned", f"{len(event.scored)} rolled out", _plural(len(event.beams), "beam")]
+    parts += [f"{event.num_pruned} pruned", scored_summary(event.scored), _plural(len(event.beams), "beam")]
     line = f"step {event.step.step}: " + ", ".join(parts)
     value, epsilon = event.max_step_value, event.stop_epsilon
     if value is not None and epsilon is not None:

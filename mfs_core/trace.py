@@ -15,7 +15,7 @@ from collections import Counter
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Candidate, DecodeResult, StepTrace
 
-__all__ = ["LEGEND", "format_reasoning", "format_trace", "format_vote", "show", "stop_check"]
+__all__ = ["LEGEND", "format_reasoning", "format_trace", "format_vote", "scored_summary", "show", "stop_check"]
 
 LEGEND = (
     "legend: logp/tok = a step's mean log-prob per token (nats); μ, σ = mean, std of the open candidates' logp/tok, "
@@ -89,6 +89,19 @@ def _candidate_line(cand: Candidate, count: int) -> str:
     return f"   {mark} {times:>3} {text:<{_WIDTH + 2}} logp/tok = {cand.step_logprob:.3f}  {outcome}".rstrip()
 
 
+def scored_summary(scored: list[Candidate]) -> str:
+    """How the scored candidates got their ``F``: ``"12 rolled out"`` when each has its own
+    rollouts; with ``share_foresight`` / ``reuse_rollouts``, ``"12 scored by 2 foresight estimates"``
+    (distinct paths), with ``"(1 from a reused rollout)"`` when some reused their parent's rollout.
+    """
+    estimates = sum(not c.foresight_shared for c in scored)
+    reused = sum(c.reused_rollouts > 0 for c in scored)
+    if estimates == len(scored) and not reused:
+        return f"{len(scored)} rolled out"
+    text = f"{len(scored)} scored by {estimates} foresight estimate" + ("" if estimates == 1 else "s")
+    return text + (f" ({reused} from a reused rollout)" if reused else "")
+
+
 def format_trace(result: DecodeResult, settings: MFSSettings) -> str:
     """The legend, then one block per step, then the stop reason and the cost.
 
@@ -112,7 +125,7 @@ def format_trace(result: DecodeResult, settings: MFSSettings) -> str:
         head = f"step {step.step}: {len(step.candidates)} candidates sampled, {len(finished)} finished"
         if finished:
             head += f" ({kept} kept as completed paths)"
-        head += f", {step.num_pruned} pruned, {len(scored)} rolled out"
+        head += f", {step.num_pruned} pruned, {scored_summary(scored)}"
         if step.prune_threshold is not None:
             head += (
                 f"; μ = {step.mean_score:.3f}, σ = {step.std_score:.3f}, "
