@@ -1,11 +1,11 @@
-"""``python -m mfs_core.demo.evaluate_formats`` on the bundled demo model: what it counts."""
+"""``python -m testbed.evaluate_formats`` on the bundled demo model: what it counts."""
 
 from __future__ import annotations
 
 import random
 
-from mfs_core.demo.evaluate_formats import _draw, _expected_call, evaluate_formats, format_summary
-from mfs_core.demo.formats import tool_example
+from testbed.evaluate_formats import _draw, _expected_call, evaluate_formats, format_summary
+from testbed.formats import tool_example
 
 
 def test_the_expected_first_action_is_the_targets_call_or_none():

@@ -1,11 +1,11 @@
-"""``python -m mfs_core.demo.evaluate`` on the bundled demo model: a slice samples what the whole run does."""
+"""``python -m testbed.evaluate`` on the bundled demo model: a slice samples what the whole run does."""
 
 from __future__ import annotations
 
 import json
 
 from mfs_core.bench.datasets import demo_heldout_path
-from mfs_core.demo.evaluate import evaluate
+from testbed.evaluate import evaluate
 
 
 def test_a_slice_reproduces_the_whole_runs_questions(demo_backend):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mfs_core.backends.transformers import demo_model_path
-from mfs_core.demo.problems import END_MARKER
+from testbed.problems import END_MARKER
 
 HELDOUT = Path(demo_model_path()).parent / "heldout.json"
 
@@ -17,7 +17,7 @@ HELDOUT = Path(demo_model_path()).parent / "heldout.json"
 def test_training_script_runs_on_a_tiny_configuration(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from mfs_core.demo import train
+    from testbed import train
 
     log = train.main([
         "--output-dir", str(tmp_path / "model"), "--steps", "3", "--batch-size", "4", "--hidden-size", "16",
@@ -56,8 +56,8 @@ def test_shipped_model_loads_and_is_small(demo_backend):
 
 
 def test_heldout_set_ships_and_is_disjoint_from_training():
-    from mfs_core.demo.problems_v2 import SHIPPED_PROBLEMS, generate_problems
-    from mfs_core.demo.train_v2 import HELDOUT_SEED, HELDOUT_SIZE
+    from testbed.problems_v2 import SHIPPED_PROBLEMS, generate_problems
+    from testbed.train_v2 import HELDOUT_SEED, HELDOUT_SIZE
 
     records = json.loads(HELDOUT.read_text())
     assert len(records) == HELDOUT_SIZE

@@ -1,4 +1,4 @@
-"""The v2 demo-model training script (``mfs_core.demo.train_v2``) on a tiny configuration.
+"""The v2 demo-model training script (``testbed.train_v2``) on a tiny configuration.
 
 Checks what a checkpoint it writes carries: one token per digit, the marker tokens, the
 2,048-position RoPE window and the chat template that renders ``tools=`` Hermes /
@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from mfs_core.demo.problems_v2 import END_MARKER
+from testbed.problems_v2 import END_MARKER
 
 TOOL = {"type": "function", "function": {"name": "plus", "description": "Add two integers.", "parameters": {
     "type": "object", "properties": {"x": {"type": "integer", "description": "the first number"},
@@ -22,7 +22,7 @@ TOOL = {"type": "function", "function": {"name": "plus", "description": "Add two
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """A 3-step run of the v2 training script: its log and output directory."""
-    from mfs_core.demo import train_v2
+    from testbed import train_v2
 
     out = tmp_path_factory.mktemp("v2")
     log = train_v2.main([
@@ -36,8 +36,8 @@ def tiny(tmp_path_factory):
 def test_training_writes_a_loadable_checkpoint_and_the_heldout_set(tiny):
     from transformers import AutoModelForCausalLM
 
-    from mfs_core.demo.problems_v2 import generate_problems
-    from mfs_core.demo.train_v2 import HELDOUT_SEED, HELDOUT_SIZE
+    from testbed.problems_v2 import generate_problems
+    from testbed.train_v2 import HELDOUT_SEED, HELDOUT_SIZE
 
     log, out = tiny
     assert log["steps"] == 3 and len(log["history"]) == 3 and log["final_loss"] > 0
@@ -96,7 +96,7 @@ def test_a_v1_checkpoint_is_extended_and_continued(tmp_path):
     a plain v1 question is tokenized exactly as before."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from mfs_core.demo import train, train_v2
+    from testbed import train, train_v2
 
     v1 = tmp_path / "v1"
     train.main(["--output-dir", str(v1), "--steps", "1", "--batch-size", "2", "--hidden-size", "16", "--layers", "1",

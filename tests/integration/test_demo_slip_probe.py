@@ -1,4 +1,4 @@
-"""``python -m mfs_core.demo.slip_probe``: the prefixes it builds and what it counts."""
+"""``python -m testbed.slip_probe``: the prefixes it builds and what it counts."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from mfs_core.demo.evaluate import step_is_right
-from mfs_core.demo.problems_v2 import generate_problems
-from mfs_core.demo.slip_probe import flagged, format_probe, probe, slip_prefixes
+from testbed.evaluate import step_is_right
+from testbed.problems_v2 import generate_problems
+from testbed.slip_probe import flagged, format_probe, probe, slip_prefixes
 
 
 def test_a_check_line_flags_a_step_when_it_says_wrong_or_not():

@@ -1,10 +1,10 @@
-"""Statistics of ``mfs_core.demo.evaluate``: step labels, Wilson intervals, AUROC and step values."""
+"""Statistics of ``testbed.evaluate``: step labels, Wilson intervals, AUROC and step values."""
 
 import math
 
 import pytest
 
-from mfs_core.demo.evaluate import QuestionStats, format_table, step_is_right, summarize, wilson_interval
+from testbed.evaluate import QuestionStats, format_table, step_is_right, summarize, wilson_interval
 
 
 def test_a_step_is_labelled_by_its_first_equation():
@@ -46,7 +46,7 @@ def test_summary_counts_and_separates():
 
 
 def test_saved_slices_merge_into_the_summary_of_the_whole_run(tmp_path, capsys):
-    from mfs_core.demo.evaluate import load_questions, main, save_questions
+    from testbed.evaluate import load_questions, main, save_questions
 
     first = [QuestionStats(True, True, True, steps=[(True, -0.1), (False, -0.5)], paths=[(True, [0.2, 0.4])])]
     second = [QuestionStats(False, True, False, steps=[(True, -0.2), (False, -0.15)], paths=[(False, [-0.6])])]
@@ -62,7 +62,7 @@ def test_saved_slices_merge_into_the_summary_of_the_whole_run(tmp_path, capsys):
 
 
 def test_merge_of_a_file_that_is_not_per_question_statistics_is_a_one_line_error(tmp_path, capsys):
-    from mfs_core.demo.evaluate import main
+    from testbed.evaluate import main
 
     (tmp_path / "summary.json").write_text('{"questions": 2}', encoding="utf-8")
     with pytest.raises(SystemExit):
@@ -74,7 +74,7 @@ def test_merge_of_a_file_that_is_not_per_question_statistics_is_a_one_line_error
 
 
 def test_own_slips_are_wrong_computation_lines_with_their_direction_and_whether_the_next_line_flags_them():
-    from mfs_core.demo.evaluate import own_slips
+    from testbed.evaluate import own_slips
 
     text = ("92 + 57 = 148\n"  # downward (149), caught by the next line
             "Check: 148 - 57 = 91, 92 - 91 = 1: wrong. Redo the step.\n"

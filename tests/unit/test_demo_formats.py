@@ -7,8 +7,8 @@ import re
 from llama_index.core.chat_engine.condense_plus_context import DEFAULT_CONTEXT_PROMPT_TEMPLATE
 from llama_index.core.prompts.chat_prompts import TEXT_QA_SYSTEM_PROMPT
 
-from mfs_core.demo.formats import LANGCHAIN_RAG_TEMPLATE, RESTATE_PREFIX, plain_example, rag_example, tool_example
-from mfs_core.demo.problems_v2 import END_MARKER, generate_problem
+from testbed.formats import LANGCHAIN_RAG_TEMPLATE, RESTATE_PREFIX, plain_example, rag_example, tool_example
+from testbed.problems_v2 import END_MARKER, generate_problem
 
 CALL = re.compile(r"^<tool_call>\n(\{.*\})\n</tool_call>" + re.escape(END_MARKER) + "$")
 
@@ -91,7 +91,7 @@ def test_first_turn_share_cuts_tool_conversations_at_their_first_turn():
 
 
 def test_a_copy_drill_repeats_the_users_words_exactly():
-    from mfs_core.demo.formats import COPY_INSTRUCTIONS, copy_example
+    from testbed.formats import COPY_INSTRUCTIONS, copy_example
 
     rng = random.Random(6)
     for _ in range(50):

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from mfs_core.demo.problems import ASSISTANT_PREFIX, END_MARKER, generate_problem, generate_problems, write_heldout
+from testbed.problems import ASSISTANT_PREFIX, END_MARKER, generate_problem, generate_problems, write_heldout
 
 LINE = re.compile(r"^(\d+) ([+\-*]) (\d+) = (\d+)$")
 

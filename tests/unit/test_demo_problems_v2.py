@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from mfs_core.demo.problems_v2 import (
+from testbed.problems_v2 import (
     ASSISTANT_PREFIX,
     END_MARKER,
     Operation,

@@ -22,7 +22,7 @@ from mfs_core.bench.scoring import (
     score_completions,
     score_text,
 )
-from mfs_core.demo.problems import generate_problems
+from testbed.problems import generate_problems
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "data"
 FULL = Path(os.environ.get("MFS_DATA_DIR", "/work/shared/data"))

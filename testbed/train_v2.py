@@ -1,9 +1,9 @@
 """Train the v2 demo model: the v1 Llama taught longer problems, RAG prompts and tool calls.
 
-The shipped checkpoint is a continuation of the first demo model (``mfs_core.demo.train``,
+The shipped checkpoint is a continuation of the first demo model (``testbed.train``,
 its two phases in ``MODEL_CARD.md``)::
 
-    python -m mfs_core.demo.train_v2 --output-dir OUT --init-from V1_MODEL_DIR --steps 2400 --lr 1e-3 \
+    python -m testbed.train_v2 --output-dir OUT --init-from V1_MODEL_DIR --steps 2400 --lr 1e-3 \
         --warmup 0.03 --short-rate 0.15 --max-length 1024 --threads 1 --save-every 200 --heldout OUT/heldout.json
 
 (``MODEL_CARD.md`` has its wall time and loss). ``--checks difference --slip-rate 0.4`` is
@@ -28,7 +28,7 @@ What it does:
 2. Renders each example as the engine prompts the model: the chat template with the
    generation prompt, then the assistant prefix ``The reasoning steps are:\\n\\n``, then the
    target lines and EOS. The loss covers only the target (and EOS), minus the lines flagged
-   untrained (the deliberate slips of :func:`mfs_core.demo.problems_v2.write_solution`).
+   untrained (the deliberate slips of :func:`testbed.problems_v2.write_solution`).
 3. Each step trains on one kind (plain 62%, RAG 16%, tool 22% of steps), as many examples
    as fit ``--batch-tokens`` padded tokens. ``LlamaForCausalLM`` with AdamW and a cosine
    schedule; problems are generated on the fly, never from the held-out set
@@ -49,10 +49,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mfs_core.demo import problems as problems_v1
-from mfs_core.demo import train as train_v1
-from mfs_core.demo.formats import Conversation, copy_example, plain_example, rag_example, tool_example
-from mfs_core.demo.problems_v2 import (
+from testbed import problems as problems_v1
+from testbed import train as train_v1
+from testbed.formats import Conversation, copy_example, plain_example, rag_example, tool_example
+from testbed.problems_v2 import (
     ASSISTANT_PREFIX, END_MARKER, CHECK_STYLES, MAX_AMOUNT, MAX_VALUE, OPERATION_WEIGHTS, generate_problem,
     generate_problems, write_heldout,
 )
@@ -112,7 +112,7 @@ CHAT_TEMPLATE = (
 
 
 def build_tokenizer(corpus: list[str], vocab_size: int):
-    """The v1 tokenizer recipe (:func:`mfs_core.demo.train.build_tokenizer`) with the v2
+    """The v1 tokenizer recipe (:func:`testbed.train.build_tokenizer`) with the v2
     role token ``<|tool|>``, the tool-call tags as single tokens, the tools-aware chat
     template and a 2,048-token window.
 
@@ -181,11 +181,11 @@ def draw_example(kind: str, rng: random.Random, heldout: frozenset[str], slip_ra
 
     ``short_rate``: share of plain and RAG problems with only 1-2 operations (the held-out
     problems have 3 or more), so short questions are in the training distribution too.
-    ``novel_rate`` and ``first_turn_share`` go to :func:`~mfs_core.demo.formats.tool_example`,
-    ``rag_restate`` to :func:`~mfs_core.demo.formats.rag_example` (``restate``), ``checks``
-    to :func:`~mfs_core.demo.problems_v2.write_solution`, ``problem_options``
+    ``novel_rate`` and ``first_turn_share`` go to :func:`~testbed.formats.tool_example`,
+    ``rag_restate`` to :func:`~testbed.formats.rag_example` (``restate``), ``checks``
+    to :func:`~testbed.problems_v2.write_solution`, ``problem_options``
     (``operation_weights``, ``max_value``, ``max_amount``: the lengths and numbers of the
-    plain and RAG problems) to :func:`~mfs_core.demo.problems_v2.generate_problem`.
+    plain and RAG problems) to :func:`~testbed.problems_v2.generate_problem`.
     """
     if kind == "tool":
         return tool_example(rng, novel_rate, first_turn_share, checks)

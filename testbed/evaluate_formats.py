@@ -1,12 +1,12 @@
 """Measure how a demo model reads RAG prompts and calls tools, greedily, with 95% intervals.
 
-``python -m mfs_core.demo.evaluate_formats [--model PATH] [--limit N] [--seed S]`` draws N
-conversations of each kind from :mod:`mfs_core.demo.formats` (the generators the model is
+``python -m testbed.evaluate_formats [--model PATH] [--limit N] [--seed S]`` draws N
+conversations of each kind from :mod:`testbed.formats` (the generators the model is
 trained on, seeded with ``--seed``; the default seed 4242 is not a training seed) and
 prints, with Wilson intervals:
 
 * **RAG answer**: the greedy answer of a RAG prompt (facts among 0-3 distractor
-  documents, the five prompt styles of :func:`~mfs_core.demo.formats.rag_example`) equals
+  documents, the five prompt styles of :func:`~testbed.formats.rag_example`) equals
   the problem's answer; per style too;
 * **first action**: on a tool conversation cut at its first assistant turn, the greedy
   completion takes the right action: the expected call (same tool name and arguments, parsed
@@ -19,7 +19,7 @@ prints, with Wilson intervals:
 
 Runs through :class:`~mfs_core.backends.transformers.TransformersBackend`'s batched greedy
 ``generate``; prompts are rendered as the model is trained
-(:func:`mfs_core.demo.train_v2.render_prompt`). No search decoder is run: these are
+(:func:`testbed.train_v2.render_prompt`). No search decoder is run: these are
 properties of the model (issue 10, items 2-3). The conversations are drawn from the
 training generators, so they are in the training distribution (not a held-out set).
 """
@@ -37,8 +37,8 @@ __all__ = ["evaluate_formats", "format_summary", "main"]
 
 def _draw(seed: int, limit: int) -> dict[str, list[Any]]:
     """``limit`` RAG conversations, first tool turns and answer tool turns (seeded)."""
-    from mfs_core.demo.formats import rag_example, tool_example
-    from mfs_core.demo.problems_v2 import generate_problem
+    from testbed.formats import rag_example, tool_example
+    from testbed.problems_v2 import generate_problem
 
     rng = random.Random(seed)
     rag = [rag_example(generate_problem(rng), rng, slip_rate=0.0) for _ in range(limit)]
@@ -76,7 +76,7 @@ def evaluate_formats(backend: Any, tokenizer: Any, seed: int = 4242, limit: int 
         (counts of conversations), plus one example completion per kind.
     """
     from mfs_core.answers import extract_answer
-    from mfs_core.demo.train_v2 import render_prompt
+    from testbed.train_v2 import render_prompt
     from mfs_core.tools.parsers import parse_hermes
     from mfs_core.types import GenerationRequest
 
@@ -116,7 +116,7 @@ def evaluate_formats(backend: Any, tokenizer: Any, seed: int = 4242, limit: int 
 
 def format_summary(summary: dict[str, Any], title: str) -> str:
     """A plain-text table: one row per measure with its share, 95% Wilson interval and counts."""
-    from mfs_core.demo.evaluate import share_row
+    from testbed.evaluate import share_row
 
     rows = [f"{title}", f"{'measure':<28} {'share':>7} {'95% CI':>15} {'count':>9}"]
     names = [("rag", "RAG answer")] + [(f"rag:{s}", f"  RAG, {s}") for s in sorted(summary["rag_by_style"])] + [
@@ -129,7 +129,7 @@ def format_summary(summary: dict[str, Any], title: str) -> str:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Command line: evaluate, print the table, optionally write JSON."""
-    from mfs_core.demo.evaluate import add_run_arguments, finish_run, load_backend, parse_run_arguments
+    from testbed.evaluate import add_run_arguments, finish_run, load_backend, parse_run_arguments
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_run_arguments(parser, limit=60, limit_help="conversations of each kind", seed=4242)

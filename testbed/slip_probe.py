@@ -1,10 +1,10 @@
 """Does a demo model notice a slip? Continuations after an injected right or wrong step.
 
-``python -m mfs_core.demo.slip_probe [--model PATH] [--limit N] [--checks STYLE]`` takes N
-generated problems (:func:`mfs_core.demo.problems_v2.generate_problems`, seed ``--seed``,
+``python -m testbed.slip_probe [--model PATH] [--limit N] [--checks STYLE]`` takes N
+generated problems (:func:`testbed.problems_v2.generate_problems`, seed ``--seed``,
 the default 99 is not a training seed), writes each one's reference solution up to a
 randomly drawn operation, and ends the prefix with that operation written once right and
-once with a slip (:func:`~mfs_core.demo.problems_v2._slip`, up or down). From each prefix it
+once with a slip (:func:`~testbed.problems_v2._slip`, up or down). From each prefix it
 samples ``--samples`` continuations at T = 0.7 and prints, with 95% intervals:
 
 * **flagged after a right / wrong step**: share of continuations whose first line (the
@@ -16,8 +16,8 @@ samples ``--samples`` continuations at T = 0.7 and prints, with 95% intervals:
   above the wrong ones (1.0: always, 0.5: no better than chance).
 
 The prefix's check lines are written in ``--checks`` style
-(:func:`~mfs_core.demo.problems_v2.check_line`), the form the model was trained on. The
-slips are injected, not the model's own: :mod:`mfs_core.demo.evaluate` measures F on the
+(:func:`~testbed.problems_v2.check_line`), the form the model was trained on. The
+slips are injected, not the model's own: :mod:`testbed.evaluate` measures F on the
 model's own steps. Runs through the transformers backend's batched ``generate``; no search
 decoder is run.
 """
@@ -29,13 +29,9 @@ import random
 import time
 from typing import Any
 
+from testbed.evaluate import flagged
+
 __all__ = ["flagged", "format_probe", "main", "probe", "slip_prefixes"]
-
-
-def flagged(continuation: str) -> bool:
-    """True when the first line of ``continuation`` says the step before it was wrong."""
-    first = continuation.split("\n", 1)[0]
-    return "wrong" in first or "not" in first
 
 
 def slip_prefixes(problems: list[Any], rng: random.Random, checks: str) -> list[tuple[str, bool, str]]:
@@ -45,7 +41,7 @@ def slip_prefixes(problems: list[Any], rng: random.Random, checks: str) -> list[
     operations before a drawn one, then that operation's equation, right or with a slip,
     and a newline.
     """
-    from mfs_core.demo.problems_v2 import _slip, check_line, equation
+    from testbed.problems_v2 import _slip, check_line, equation
 
     prefixes = []
     for problem in problems:
@@ -65,7 +61,7 @@ def probe(backend: Any, settings: Any, problems: list[Any], seed: int = 0, check
     Args:
         backend: a :class:`~mfs_core.backends.transformers.TransformersBackend`.
         settings: the :class:`~mfs_core.settings.MFSSettings` the prompts are rendered with.
-        problems: :class:`~mfs_core.demo.problems_v2.WordProblem` s (at least one).
+        problems: :class:`~testbed.problems_v2.WordProblem` s (at least one).
         seed: draws the operation and the slip (``random.Random(seed)``) and seeds the sampling.
         checks: the check-line style of the prefixes.
         samples: continuations per prefix.
@@ -121,7 +117,7 @@ def probe(backend: Any, settings: Any, problems: list[Any], seed: int = 0, check
 
 def format_probe(summary: dict[str, Any], title: str) -> str:
     """A plain-text table of :func:`probe`'s summary, Wilson intervals on the shares."""
-    from mfs_core.demo.evaluate import share_row
+    from testbed.evaluate import share_row
 
     rows = [title, f"{'measure':<28} {'share':>7} {'95% CI':>15} {'count':>9}",
             share_row("flagged after a right step", *summary["flagged_right"]),
@@ -134,8 +130,8 @@ def format_probe(summary: dict[str, Any], title: str) -> str:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Command line: probe, print the table, optionally write JSON."""
-    from mfs_core.demo.evaluate import add_run_arguments, finish_run, load_backend, parse_run_arguments
-    from mfs_core.demo.problems_v2 import CHECK_STYLES, generate_problems
+    from testbed.evaluate import add_run_arguments, finish_run, load_backend, parse_run_arguments
+    from testbed.problems_v2 import CHECK_STYLES, generate_problems
     from mfs_core.settings import MFSSettings
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

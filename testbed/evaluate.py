@@ -1,6 +1,6 @@
 """Measure the decoding statistics of a model on the demo held-out set, with 95% intervals.
 
-``python -m mfs_core.demo.evaluate [--model PATH] [--limit N] [--seed S]`` prints, for the
+``python -m testbed.evaluate [--model PATH] [--limit N] [--seed S]`` prints, for the
 first N problems of ``mfs_core/demo/heldout.json`` (default model: the bundled ``mfs-demo``):
 
 * **greedy accuracy** (argmax decoding), with a Wilson interval;
@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EQUATION", "QuestionStats", "add_run_arguments", "evaluate", "finish_run", "load_backend",
+__all__ = ["EQUATION", "QuestionStats", "add_run_arguments", "evaluate", "finish_run", "flagged", "load_backend",
            "load_questions", "main", "own_slips", "parse_run_arguments", "save_questions", "share_row",
            "step_is_right", "wilson_interval"]
 
@@ -106,12 +106,17 @@ class QuestionStats:
     check_steps: list[bool] = field(default_factory=list)
 
 
+def flagged(continuation: str) -> bool:
+    """True when the first line of ``continuation`` says the step before it was wrong
+    (``wrong`` or ``not`` in it); :mod:`testbed.slip_probe` counts it after injected slips."""
+    first = continuation.split("\n", 1)[0]
+    return "wrong" in first or "not" in first
+
+
 def own_slips(text: str) -> list[tuple[bool, bool]]:
     """``(upward, caught)`` for each line of ``text`` that is not a check and whose first
     equation is wrong: ``upward`` when the written result exceeds the right one, ``caught``
-    when the next line says so (:func:`mfs_core.demo.slip_probe.flagged`)."""
-    from mfs_core.demo.slip_probe import flagged
-
+    when the next line says so (:func:`flagged`)."""
     lines = _lines(text)
     slips = []
     for t, line in enumerate(lines):

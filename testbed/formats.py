@@ -28,7 +28,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from mfs_core.demo.problems_v2 import (
+from testbed.problems_v2 import (
     END_MARKER,
     Operation,
     WordProblem,
@@ -77,7 +77,7 @@ class Conversation:
 
 def plain_example(problem: WordProblem, rng: random.Random, slip_rate: float, checks: str = "v2") -> Conversation:
     """The problem as the single user message; a solution with variants and maybe a slip
-    (``checks``: :func:`~mfs_core.demo.problems_v2.write_solution`'s)."""
+    (``checks``: :func:`~testbed.problems_v2.write_solution`'s)."""
     return Conversation([{"role": "user", "content": problem.question}],
                         write_solution(problem, rng, slip_rate, checks=checks))
 
@@ -113,7 +113,7 @@ def rag_example(problem: WordProblem, rng: random.Random, slip_rate: float, rest
     ``restate``: the solution opens by quoting the question's facts from the context
     (``"From the context: <facts>"``, one line), then solves them as a plain problem: the
     model picks the right story once, by copying it, instead of at every step.
-    ``checks``: the check lines' form (:func:`~mfs_core.demo.problems_v2.write_solution`).
+    ``checks``: the check lines' form (:func:`~testbed.problems_v2.write_solution`).
     """
     templates = _llama_index_templates()
     facts = list(problem.facts)
@@ -171,7 +171,7 @@ def copy_example(rng: random.Random) -> Conversation:
     prompt lowers their loss: the skill that RAG prompts (quoting the right story) and tool
     calls (writing a name from the schema) need.
     """
-    from mfs_core.demo.problems import NAMES, OBJECTS
+    from testbed.problems import NAMES, OBJECTS
 
     words = []
     for _ in range(rng.randint(4, 12)):
@@ -298,7 +298,7 @@ def tool_example(rng: random.Random, novel_rate: float = 0.0, first_turn_share: 
     copy the name from the schema it is given. ``first_turn_share``: share of examples cut
     at the first assistant turn (the first call, or the text answer when no tool fits);
     the rest are cut at a turn drawn uniformly. ``checks``: the form of the check line
-    after a step no tool fits (:func:`~mfs_core.demo.problems_v2.check_line`'s ``style``).
+    after a step no tool fits (:func:`~testbed.problems_v2.check_line`'s ``style``).
 
     The conversation is played out to the end; the example is one assistant turn of it
     (the history before it rendered by the chat template), so the model learns to open

@@ -74,8 +74,8 @@ ASSISTANT_PREFIX = "The reasoning steps are:\n\n"
 END_MARKER = "<end_of_reasoning>"
 
 # The wording (names, objects, sentence templates) is the first demo model's.
-from mfs_core.demo import problems as problems_v1  # noqa: E402
-from mfs_core.demo.problems import (  # noqa: E402
+from testbed import problems as problems_v1  # noqa: E402
+from testbed.problems import (  # noqa: E402
     write_heldout,
     NAMES,
     OBJECTS,
@@ -372,7 +372,7 @@ def generate_problems(
     their lengths drawn from ``operation_weights`` (default :data:`OPERATION_WEIGHTS`), their
     numbers bounded by ``max_value`` and ``max_amount`` (:func:`generate_problem`).
 
-    The loop of :func:`mfs_core.demo.problems.generate_problems` with this module's
+    The loop of :func:`testbed.problems.generate_problems` with this module's
     :func:`generate_problem`; :func:`write_heldout` is v1's too.
     """
     return problems_v1.generate_problems(

@@ -1,6 +1,6 @@
 """Train the bundled demo model: a small Llama on arithmetic word problems.
 
-Run ``python -m mfs_core.demo.train --output-dir mfs_core/demo/model`` to rebuild the
+Run ``python -m testbed.train --output-dir mfs_core/demo/model`` to rebuild the
 shipped checkpoint (about an hour on 2 CPU cores with the defaults); the tests run it for a
 few steps on a tiny configuration. Needs the ``[hf]`` extra (torch, transformers,
 tokenizers).
@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mfs_core.demo.problems import ASSISTANT_PREFIX, END_MARKER, generate_problems, write_heldout
+from testbed.problems import ASSISTANT_PREFIX, END_MARKER, generate_problems, write_heldout
 
 logger = logging.getLogger(__name__)
 
@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at)
     rng = random.Random(args.seed + 2)
-    from mfs_core.demo.problems import generate_problem
+    from testbed.problems import generate_problem
 
     model.train()
     start = time.perf_counter()
