@@ -17,6 +17,11 @@ equations):
 * the completed paths (step 8): the pool's paths and the kept beams, each joined with its
   own rollout (on a convergence stop with ``convergence_finish="parent_beams"``, the parents'
   rollouts);
+* shared foresight (``share_foresight``): a candidate marked shared has no rollout tokens of its
+  own and the F and rollout of an earlier scored candidate with the same path (the path is
+  rebuilt from ``beam_sources``); without sharing none is marked; reused rollouts only with
+  ``reuse_rollouts``; with sharing, kept beams on one path hold one rollout: the first is
+  completed by it, the others by fresh completions (counted in ``completion_tokens``);
 * output tokens (steps + rollouts + completions), ``FLOPs = 6·output_tokens·P``, the vote
   (the answer is a most frequent completion answer, its share = count / paths).
 """
@@ -115,6 +120,41 @@ def _check_step(t: int, step: dict[str, Any], prev: dict[str, Any] | None, cfg: 
         out.append(f"{where}: max V = {step['max_step_value']!r}, recomputed {max(values)!r}")
 
 
+def _paths(steps: list[dict[str, Any]], delim: str) -> list[list[str]]:
+    """The full path text (beam path + step text) of every candidate, step by step."""
+    beam_paths = [""]
+    paths = []
+    for step in steps:
+        here = [beam_paths[c["beam_index"]] + c["text"] if c["beam_index"] < len(beam_paths) else None
+                for c in step["candidates"]]
+        paths.append(here)
+        beam_paths = [here[i] + delim if here[i] is not None else "" for i in step["beam_sources"]]
+    return paths
+
+
+def _check_sharing(steps: list[dict[str, Any]], cfg: dict[str, Any], out: list[str]) -> None:
+    share, reuse = cfg.get("share_foresight", False), cfg.get("reuse_rollouts", False)
+    for t, (step, paths) in enumerate(zip(steps, _paths(steps, cfg["step_delimiter"]))):
+        estimates: dict[str, dict[str, Any]] = {}
+        for c, path in zip(step["candidates"], paths):
+            if c["step_value"] is None:
+                continue
+            if c.get("reused_rollouts", 0) and not reuse:
+                out.append(f"step {t}: candidate {c['text']!r} reused a rollout with reuse_rollouts off")
+            if not c.get("foresight_shared", False):
+                if share and path in estimates:
+                    out.append(f"step {t}: candidate {c['text']!r} has its own estimate although its path was scored")
+                estimates.setdefault(path, c)
+                continue
+            first = estimates.get(path)
+            if not share:
+                out.append(f"step {t}: candidate {c['text']!r} shares an estimate with share_foresight off")
+            elif first is None or c["rollout_tokens"] != 0 or not _close(c["foresight_quality"], first["foresight_quality"]) \
+                    or c["rollout"] != first["rollout"]:
+                out.append(f"step {t}: shared candidate {c['text']!r} does not repeat an earlier estimate of its path "
+                           f"at no tokens")
+
+
 def _converges(t: int, step: dict[str, Any], cfg: dict[str, Any]) -> bool:
     return (cfg["early_stopping"] and t >= cfg["min_steps"] and step["max_step_value"] is not None
             and step["max_step_value"] <= step["stop_epsilon"])
@@ -141,6 +181,7 @@ def trace_violations(data: dict[str, Any]) -> list[str]:
         if step["step"] != t:
             out.append(f"step {t} is numbered {step['step']}")
         _check_step(t, step, steps[t - 1] if t else None, cfg, out)
+    _check_sharing(steps, cfg, out)
     # --- the finished pool and the beams --------------------------------------------------
     last_t = len(steps) - 1
     reason = data["stop_reason"]
@@ -200,29 +241,51 @@ def trace_violations(data: dict[str, Any]) -> list[str]:
     else:
         out.append(f"unknown stop reason {reason!r}")
     # --- the completed paths ---------------------------------------------------------------
+    all_paths = _paths(steps, cfg["step_delimiter"])
     if reason in ("all_finished", "finished_pool_full"):
         beams: list[dict[str, Any]] | None = []
+        beam_paths: list[str | None] = []
     elif parent_finish:
-        beams = [c for c in steps[-2]["candidates"] if c["selected"] and not c["finished"]] if last_t else None
+        kept = [(c, p) for c, p in zip(steps[-2]["candidates"], all_paths[-2]) if c["selected"] and not c["finished"]] \
+            if last_t else None
+        beams = [c for c, _ in kept] if kept is not None else None
+        beam_paths = [p for _, p in kept] if kept is not None else []
     else:
-        beams = [c for c in last["candidates"] if c["selected"] and not c["finished"]]
+        kept = [(c, p) for c, p in zip(last["candidates"], all_paths[-1]) if c["selected"] and not c["finished"]]
+        beams, beam_paths = [c for c, _ in kept], [p for _, p in kept]
     paths = list(zip(data["completions"], data["completion_qualities"]))
     expected = [(c["text"], c["step_logprob"]) for c in pool]
     delim = cfg["step_delimiter"]
+    fresh: list[str] = []  # kept beams completed by a fresh sample (a copy of an earlier beam's path)
     if beams is not None:
-        expected += [(c["text"] + delim + c["rollout"], c["foresight_quality"]) for c in beams]
-        if len(paths) != len(expected):
-            out.append(f"{len(paths)} completed paths, expected {len(expected)} (pool + kept beams)")
+        seen: set[str | None] = set()
+        for c, path in zip(beams, beam_paths):
+            head = (path if path is not None else c["text"]) + delim
+            if cfg.get("share_foresight", False) and path in seen:
+                fresh.append(head)
+            else:
+                expected.append((head + c["rollout"], c["foresight_quality"]))
+            seen.add(path)
+        if len(paths) != len(expected) + len(fresh):
+            out.append(f"{len(paths)} completed paths, expected {len(expected) + len(fresh)} (pool + kept beams)")
         for suffix, quality in expected:
             match = [p for p in paths if p[0].endswith(suffix) and _close(p[1], quality)]
             if not match:
                 out.append(f"no completed path ends with {suffix[-60:]!r} at F = {quality!r}")
             else:
                 paths.remove(match[0])
+        for head in fresh:
+            match = [p for p in paths if p[0].startswith(head)]
+            if not match:
+                out.append(f"no fresh completion of the copied beam {head[-60:]!r}")
+            else:
+                paths.remove(match[0])
     elif len(paths) != len(pool) + m:  # converged at the root: M sampled completions
         out.append(f"{len(paths)} completed paths after a convergence at t = 0, expected {len(pool) + m}")
-    if beams is not None and data["completion_tokens"] != 0:
+    if beams is not None and not fresh and data["completion_tokens"] != 0:
         out.append(f"{data['completion_tokens']} completion tokens although every kept path had a rollout")
+    if fresh and data["completion_tokens"] == 0:
+        out.append(f"{len(fresh)} copied beams completed anew at 0 completion tokens")
     # --- tokens, FLOPs, the vote -----------------------------------------------------------
     tokens = sum(c["step_tokens"] for s in steps for c in s["candidates"])
     tokens += sum(c["rollout_tokens"] or 0 for s in steps for c in s["candidates"])

@@ -21,8 +21,11 @@ from tests.trace_invariants import assert_trace, trace_violations
 pytestmark = pytest.mark.slow  # 48 decodes: a minute or two on 2 busy CPU cores
 
 SETTINGS = {
-    # The bench's CPU search (M = N = 4) with the paper's other defaults.
+    # The bench's CPU search (M = N = 4) with the library's defaults (one estimate per distinct path).
     "paper": {"step_beam_size": 4, "num_rollouts": 4},
+    # The paper's rollout per survivor, and sharing with the parent's rollout reused (issue 24).
+    "per_survivor": {"step_beam_size": 3, "num_rollouts": 3, "share_foresight": False},
+    "share_reuse": {"step_beam_size": 4, "num_rollouts": 4, "reuse_rollouts": True},
     # The release's variants, the old convergence finish, no finished candidates while open.
     "release": {"step_beam_size": 3, "num_rollouts": 3, "selection": "top_k", "baseline": "parent_step",
                 "stop_epsilon": 1e-4, "max_finished_fraction": 0.0, "min_steps": 2,
@@ -35,7 +38,7 @@ SETTINGS = {
     # settings converge or run out of steps and none reaches the finished pool's end).
     "no_stop": {"step_beam_size": 2, "num_rollouts": 2, "early_stopping": False, "max_steps": 16},
 }
-QUESTIONS = {"paper": 8, "release": 10, "no_stop": 10}
+QUESTIONS = {"paper": 8, "per_survivor": 6, "release": 10, "no_stop": 10}
 """Questions decoded per setting where fewer than all 20."""
 
 
@@ -92,7 +95,9 @@ CORRUPTIONS = {
     "output tokens": lambda d: d.update(output_tokens=d["output_tokens"] + 1),
     "FLOPs": lambda d: d.update(flops=d["flops"] * 1.001),
     "vote share": lambda d: d.update(vote_share=d["vote_share"] / 2 + 0.01),
-    "completion": lambda d: d["completions"].__setitem__(-1, d["completions"][-1] + " tampered"),
+    "completion": lambda d: d["completions"].__setitem__(-1, "tampered " + d["completions"][-1]),
+    "shared estimate": lambda d: next(c for s in d["steps"] for c in s["candidates"] if c["foresight_shared"]).update(
+        rollout_tokens=3),
 }
 
 
