@@ -1,7 +1,10 @@
 """``MFSLLM``: Martingale Foresight Sampling as a LlamaIndex ``FunctionCallingLLM``.
 
 The class translates LlamaIndex calls into :class:`mfs_core.MFSEngine` requests and the
-:class:`mfs_core.DecodeResult` back; it holds no decoding logic. Every entry point is
+:class:`mfs_core.DecodeResult` back; it holds no decoding logic. Its fields are declared in
+:mod:`llamaindex_mfs._fields`, the responses built by :mod:`llamaindex_mfs._responses`, tool
+specs and calls converted by :mod:`llamaindex_mfs._tools`; this module is the call path
+(settings, rendering, the decode and its wait) and the LlamaIndex entry points. Every entry point is
 wrapped by ``@llm_completion_callback()`` / ``@llm_chat_callback()``, so LlamaIndex's
 callback handlers (``TokenCountingHandler``, ``LlamaDebugHandler``) and instrumentation
 events (``LLMCompletionStartEvent`` ... ``LLMChatEndEvent``) fire as for any LLM.
@@ -29,9 +32,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Any, Literal, Optional
+from typing import Any
 
 from llama_index.core.base.llms.types import (
     ChatMessage,
@@ -43,29 +46,26 @@ from llama_index.core.base.llms.types import (
     CompletionResponseGen,
     LLMMetadata,
     MessageRole,
-    TextBlock,
-    ThinkingBlock,
 )
-from llama_index.core.bridge.pydantic import Field, PrivateAttr, SecretStr, ValidationError
+from llama_index.core.bridge.pydantic import PrivateAttr, ValidationError
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
-from llama_index.core.llms.function_calling import FunctionCallingLLM
 from llama_index.core.llms.llm import ToolSelection
 from llama_index.core.types import PydanticProgramMode
 from pydantic import BaseModel
 
-from llamaindex_mfs._tools import first_call_only, message_dict, response_blocks, to_tool_specs, tool_selections
+from llamaindex_mfs._fields import SETTING_NAMES, MFSFields
+from llamaindex_mfs._responses import chat_chunks, chat_response, completion, completion_chunks, thinking_chunk
+from llamaindex_mfs._tools import first_call_only, message_dict, to_tool_specs, tool_selections
+from llamaindex_mfs.events import to_instrumentation_event
 from mfs_core.adapters import (
     apply_stop,
     astream_events,
     await_results,
     engine_for,
     rename_max_tokens,
-    result_metadata,
     settings_from_fields,
-    stream_chunks,
     stream_events,
-    token_usage,
     wait_results,
 )
 from mfs_core.decoders import get_decoder
@@ -76,9 +76,7 @@ from mfs_core.settings import MFSSettings
 from mfs_core.streaming import DecodeStream, ReasoningText
 from mfs_core.tools import ToolsNotSupportedError, renders_tools
 from mfs_core.tools.call import CallPlan, ResponseFormat, plan_call
-from mfs_core.tools.parsers import ParsedOutput
 from mfs_core.types import DecodeResult
-from llamaindex_mfs.events import to_instrumentation_event
 
 __all__ = ["MFSLLM"]
 
@@ -88,25 +86,13 @@ dispatcher = get_dispatcher(__name__)
 _Render = Callable[[MFSEngine, MFSSettings, CallPlan], str]
 """Turns the call's engine, settings and tool plan into the rendered model prompt."""
 
-_SETTING_NAMES = tuple(MFSSettings.model_fields)
-_PER_CALL_KEYS = (frozenset(_SETTING_NAMES) - {"api_key"}) | {"stop", "max_tokens"}
+_PER_CALL_KEYS = (frozenset(SETTING_NAMES) - {"api_key"}) | {"stop", "max_tokens"}
 """Keywords a call may set: every setting but the secret ``api_key``, ``max_tokens`` and ``stop``."""
 _TOOL_KEYS = frozenset({"tools", "tool_choice", "response_format"})
 
 
-def _setting(name: str) -> Any:
-    """A ``Field`` mirroring ``MFSSettings.<name>``: None means "not set here"."""
-    field = MFSSettings.model_fields[name]
-    return Field(
-        default=None,
-        description=(
-            f"{field.description} None: the injected engine's value, else MFS_{name.upper()} "
-            f"or the MFSSettings default ({field.default!r})."
-        ),
-    )
 
-
-class MFSLLM(FunctionCallingLLM):
+class MFSLLM(MFSFields):
     """A LlamaIndex LLM that answers with Martingale Foresight Sampling.
 
     Every :class:`~mfs_core.MFSSettings` field is mirrored as an optional field; a field
@@ -156,79 +142,6 @@ class MFSLLM(FunctionCallingLLM):
         FileNotFoundError / ImportError: the model or the backend's dependencies are missing.
     """
 
-    engine: Optional[MFSEngine] = Field(
-        default=None,
-        exclude=True,
-        repr=False,
-        description="Engine to decode with (e.g. shared with a langchain_mfs model); None builds "
-        "one with MFSEngine.from_settings, sharing the loaded model of equal backend settings.",
-    )
-    method: str = Field(default="mfs", description="Registered decoder that answers (mfs_core.decoders.DECODERS).")
-    timeout: Optional[float] = Field(
-        default=None,
-        gt=0,
-        description="Most seconds a call waits for its decode (None: no limit); on timeout the call raises "
-        "TimeoutError and abandons the decode (as a cancelled async call or a stream closed early does): the engine "
-        "drops it at its next round boundary, so retries never pile work onto it. As langchain_mfs's timeout.",
-    )
-
-    # --- mirrored MFSSettings fields (None: not set here) ------------------------------
-    model: Optional[str] = _setting("model")
-    backend: Optional[Literal["transformers", "vllm", "openai"]] = _setting("backend")
-    device: Optional[str] = _setting("device")
-    dtype: Optional[Literal["auto", "float32", "float16", "bfloat16"]] = _setting("dtype")
-    seed: Optional[int] = _setting("seed")
-    batch_size: Optional[int] = _setting("batch_size")
-    base_urls: Optional[list[str]] = _setting("base_urls")
-    api_key: Optional[SecretStr] = Field(
-        default=None,
-        exclude=True,
-        description=f"{MFSSettings.model_fields['api_key'].description} None: the injected engine's value, else "
-        "MFS_API_KEY. Excluded from to_dict/to_json (and so from the callbacks' and events' copies).",
-    )
-    request_timeout: Optional[float] = _setting("request_timeout")
-    max_retries: Optional[int] = _setting("max_retries")
-    server_n: Optional[Literal["auto", "yes", "no"]] = _setting("server_n")
-    tokenizer: Optional[str] = _setting("tokenizer")
-    num_parameters: Optional[int] = _setting("num_parameters")
-    tensor_parallel_size: Optional[int] = _setting("tensor_parallel_size")
-    gpu_memory_utilization: Optional[float] = _setting("gpu_memory_utilization")
-    kv_cache_gib: Optional[float] = _setting("kv_cache_gib")
-    max_model_len: Optional[int] = _setting("max_model_len")
-    enable_prefix_caching: Optional[bool] = _setting("enable_prefix_caching")
-    vllm_kwargs: Optional[dict[str, Any]] = _setting("vllm_kwargs")
-    prompt_format: Optional[Literal["auto", "chat", "raw"]] = _setting("prompt_format")
-    assistant_prefix: Optional[str] = _setting("assistant_prefix")
-    system_prompt: Optional[str] = _setting("system_prompt")
-    step_delimiter: Optional[str] = _setting("step_delimiter")
-    end_marker: Optional[str] = _setting("end_marker")
-    tool_call_parser: Optional[Literal["auto", "hermes", "llama3_json", "mistral"]] = _setting("tool_call_parser")
-    constrain_tool_names: Optional[bool] = _setting("constrain_tool_names")
-    answer_trigger: Optional[str] = _setting("answer_trigger")
-    answer_trigger_tokens: Optional[int] = _setting("answer_trigger_tokens")
-    max_step_tokens: Optional[int] = _setting("max_step_tokens")
-    max_answer_tokens: Optional[int] = _setting("max_answer_tokens")
-    step_beam_size: Optional[int] = _setting("step_beam_size")
-    num_rollouts: Optional[int] = _setting("num_rollouts")
-    foresight_rollouts: Optional[int] = _setting("foresight_rollouts")
-    share_foresight: Optional[bool] = _setting("share_foresight")
-    reuse_rollouts: Optional[bool] = _setting("reuse_rollouts")
-    prune_lambda: Optional[float] = _setting("prune_lambda")
-    temperature: Optional[float] = _setting("temperature")
-    rollout_temperature: Optional[float] = _setting("rollout_temperature")
-    top_p: Optional[float] = _setting("top_p")
-    stop_epsilon: Optional[float] = _setting("stop_epsilon")
-    max_steps: Optional[int] = _setting("max_steps")
-    min_steps: Optional[int] = _setting("min_steps")
-    selection_temperature: Optional[float] = _setting("selection_temperature")
-    selection: Optional[Literal["sample", "top_k"]] = _setting("selection")
-    baseline: Optional[Literal["parent_foresight", "parent_step"]] = _setting("baseline")
-    aggregation: Optional[Literal["majority", "best_quality"]] = _setting("aggregation")
-    max_finished_fraction: Optional[float] = _setting("max_finished_fraction")
-    width_pruning: Optional[bool] = _setting("width_pruning")
-    early_stopping: Optional[bool] = _setting("early_stopping")
-    convergence_finish: Optional[Literal["parent_beams", "converged_rollouts"]] = _setting("convergence_finish")
-    generate_timeout: Optional[float] = _setting("generate_timeout")
 
     _base: MFSSettings = PrivateAttr()
     _has_chat_template: bool = PrivateAttr(default=False)
@@ -274,7 +187,7 @@ class MFSLLM(FunctionCallingLLM):
 
     # --- settings ------------------------------------------------------------------------
     def _field_values(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in _SETTING_NAMES}
+        return {name: getattr(self, name) for name in SETTING_NAMES}
 
     def _resolved(self, name: str) -> Any:
         """One setting's value without building settings (no environment read)."""
@@ -416,78 +329,14 @@ class MFSLLM(FunctionCallingLLM):
 
         return render
 
-    # --- responses -----------------------------------------------------------------------
-    @staticmethod
-    def _completion(result: DecodeResult, stop: list[str] | None, text: str | None = None) -> CompletionResponse:
-        """The whole answer (``text``, default the chosen path) cut at ``stop``, usage and the decode in ``raw``, metadata."""
-        raw = {"usage": token_usage(result), "result": result}
-        text = result.text if text is None else text
-        return CompletionResponse(text=apply_stop(text, stop), raw=raw, additional_kwargs=result_metadata(result))
-
-    @classmethod
-    def _completion_chunks(
-        cls, result: DecodeResult, stop: list[str] | None, text: str | None = None
-    ) -> Iterator[CompletionResponse]:
-        """The answer as cumulative chunks with their ``delta`` (at least one, maybe empty)."""
-        whole = cls._completion(result, stop, text)
-        cumulative = ""
-        for piece in list(stream_chunks(whole.text)) or [""]:
-            cumulative += piece
-            update = {"text": cumulative, "delta": piece, "additional_kwargs": dict(whole.additional_kwargs)}
-            yield whole.model_copy(update=update)
-
-    @staticmethod
-    def _as_chat(
-        response: CompletionResponse, parsed: ParsedOutput | None = None, thinking: str | None = None
-    ) -> ChatResponse:
-        """An assistant message: a ``ThinkingBlock`` with ``thinking`` (if given), the text,
-        then a ``ToolCallBlock`` per parsed call."""
-        blocks, extra = response_blocks(response.text, parsed or ParsedOutput(content=response.text))
-        if thinking is not None:
-            blocks.insert(0, ThinkingBlock(content=thinking))
-        return ChatResponse(
-            message=ChatMessage(role=MessageRole.ASSISTANT, blocks=blocks, additional_kwargs=extra),
-            delta=response.delta,
-            raw=response.raw,
-            additional_kwargs=response.additional_kwargs,
-        )
-
-    @staticmethod
-    def _thinking(reasoning: ReasoningText, event: DecodeEvent) -> ChatResponse:
-        """The chat chunk of one decode event: the search so far as a ThinkingBlock, no text yet.
-
-        ``additional_kwargs["thinking_delta"]`` holds the new reasoning (what LlamaIndex's
-        agents read into ``AgentStream.thinking_delta``); ``delta`` is "".
-        """
-        delta = reasoning.delta(event)
-        message = ChatMessage(role=MessageRole.ASSISTANT, blocks=[ThinkingBlock(content=reasoning.text), TextBlock(text="")])
-        return ChatResponse(message=message, delta="", additional_kwargs={"thinking_delta": delta})
-
+    # --- responses (built by llamaindex_mfs._responses) ---------------------------------
     def _chat_stream(self, stream: DecodeStream, stop: list[str] | None, plan: CallPlan) -> ChatResponseGen:
         """Thinking chunks while the search runs, then the answer chunks (sync)."""
         reasoning = ReasoningText()
         for event in stream_events(stream, self.timeout):
-            yield self._thinking(reasoning, self._dispatched(event))
+            yield thinking_chunk(reasoning, self._dispatched(event))
             if isinstance(event, StopEvent):
-                yield from self._chat_chunks(event.result, stop, plan, thinking=reasoning.text)
-
-    @staticmethod
-    def _chat_text(result: DecodeResult, plan: CallPlan) -> tuple[str, ParsedOutput]:
-        """The message text (calls removed when tools were rendered) and the parsed calls."""
-        parsed = plan.parse(result.text)
-        return (parsed.content if plan.prompt_tools() is not None else result.text), parsed
-
-    def _chat_response(self, result: DecodeResult, stop: list[str] | None, plan: CallPlan) -> ChatResponse:
-        text, parsed = self._chat_text(result, plan)
-        return self._as_chat(self._completion(result, stop, text), parsed)
-
-    def _chat_chunks(
-        self, result: DecodeResult, stop: list[str] | None, plan: CallPlan, thinking: str | None = None
-    ) -> Iterator[ChatResponse]:
-        """Streamed chat: cumulative text chunks, each carrying the (already decided) tool calls."""
-        text, parsed = self._chat_text(result, plan)
-        for chunk in self._completion_chunks(result, stop, text):
-            yield self._as_chat(chunk, parsed, thinking=thinking)
+                yield from chat_chunks(event.result, stop, plan, thinking=reasoning.text)
 
     # --- structured output ---------------------------------------------------------------
     def _json_kwargs(self, output_cls: type[BaseModel], llm_kwargs: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -620,7 +469,7 @@ class MFSLLM(FunctionCallingLLM):
             ValueError: an empty prompt; a prompt over the context window.
         """
         future, stop, _ = self._submit(self._completion_prompt(prompt, formatted), kwargs)
-        return self._completion(self._wait(future), stop)
+        return completion(self._wait(future), stop)
 
     @llm_completion_callback()
     def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
@@ -634,7 +483,7 @@ class MFSLLM(FunctionCallingLLM):
         def gen() -> CompletionResponseGen:
             for event in stream_events(stream, self.timeout):
                 if isinstance(self._dispatched(event), StopEvent):
-                    yield from self._completion_chunks(event.result, stop)
+                    yield from completion_chunks(event.result, stop)
 
         return gen()
 
@@ -642,7 +491,7 @@ class MFSLLM(FunctionCallingLLM):
     async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
         """Async :meth:`complete`: settings, rendering and decoding never block the event loop."""
         future, stop, _ = await self._asubmit(self._completion_prompt(prompt, formatted), kwargs)
-        return self._completion(await self._await(future), stop)
+        return completion(await self._await(future), stop)
 
     @llm_completion_callback()
     async def astream_complete(
@@ -654,7 +503,7 @@ class MFSLLM(FunctionCallingLLM):
         async def gen() -> CompletionResponseAsyncGen:
             async for event in astream_events(stream, self.timeout):
                 if isinstance(self._dispatched(event), StopEvent):
-                    for chunk in self._completion_chunks(event.result, stop):
+                    for chunk in completion_chunks(event.result, stop):
                         yield chunk
 
         return gen()
@@ -688,7 +537,7 @@ class MFSLLM(FunctionCallingLLM):
             ToolsNotSupportedError: tools on a model whose template does not render them.
         """
         future, stop, plan = self._submit(self._chat_prompt(messages), kwargs, tools_allowed=True)
-        return self._chat_response(self._wait(future), stop, plan)
+        return chat_response(self._wait(future), stop, plan)
 
     @llm_chat_callback()
     def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
@@ -709,7 +558,7 @@ class MFSLLM(FunctionCallingLLM):
     async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
         """Async :meth:`chat`: settings, rendering and decoding never block the event loop."""
         future, stop, plan = await self._asubmit(self._chat_prompt(messages), kwargs, tools_allowed=True)
-        return self._chat_response(await self._await(future), stop, plan)
+        return chat_response(await self._await(future), stop, plan)
 
     @llm_chat_callback()
     async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseAsyncGen:
@@ -719,9 +568,9 @@ class MFSLLM(FunctionCallingLLM):
         async def gen() -> ChatResponseAsyncGen:
             reasoning = ReasoningText()
             async for event in astream_events(stream, self.timeout):
-                yield self._thinking(reasoning, self._dispatched(event))
+                yield thinking_chunk(reasoning, self._dispatched(event))
                 if isinstance(event, StopEvent):
-                    for chunk in self._chat_chunks(event.result, stop, plan, thinking=reasoning.text):
+                    for chunk in chat_chunks(event.result, stop, plan, thinking=reasoning.text):
                         yield chunk
 
         return gen()
