@@ -14,6 +14,7 @@ happen only when the command runs.
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -177,7 +178,9 @@ def bench(
 
     from mfs_core.bench.datasets import load_dataset
     from mfs_core.bench.plot import plot_accuracy_vs_flops
-    from mfs_core.bench.report import format_table, summarize, token_ratio, write_csv, write_json
+    from mfs_core.bench.report import (
+        format_paired, format_table, paired_comparisons, summarize, token_ratio, write_csv, write_json,
+    )
     from mfs_core.bench.runner import parse_methods, run_bench
     from mfs_core.engine import MFSEngine
     from mfs_core.settings import MFSSettings, setting_sources
@@ -232,6 +235,8 @@ def bench(
             "num_parameters": engine.backend.num_parameters, "step_beam_size": settings.step_beam_size,
             "num_rollouts": settings.num_rollouts, "sc_k": k, "mfs_over_cot_tokens": ratio,
             "settings": settings.model_dump(mode="json")}
+    paired = paired_comparisons(records, "mfs")
+    meta["paired_with_mfs"] = [asdict(c) for c in paired]
     write_json(rows, out_dir / "results.json", meta)
     write_csv(rows, out_dir / "results.csv")
     (out_dir / "results.md").write_text(table + "\n", encoding="utf-8")
@@ -240,6 +245,8 @@ def bench(
     if ratio is not None:
         typer.echo(f"MFS output tokens / CoT output tokens = {ratio:.2f}"
                    + (" (sc's k = round of this ratio)" if k == "auto" else ""))
+    if paired:
+        typer.echo(format_paired(paired))
     total_wall = sum(r.wall_seconds for r in rows)
     if total_wall > 0:
         overhead = sum(r.engine_overhead * r.wall_seconds for r in rows) / total_wall

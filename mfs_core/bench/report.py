@@ -16,7 +16,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MethodSummary", "format_table", "summarize", "token_ratio", "wilson_interval", "write_csv", "write_json"]
+__all__ = [
+    "MethodSummary",
+    "PairedComparison",
+    "format_paired",
+    "format_table",
+    "paired_comparisons",
+    "summarize",
+    "token_ratio",
+    "wilson_interval",
+    "write_csv",
+    "write_json",
+]
 
 
 @dataclass(frozen=True)
@@ -99,6 +110,70 @@ def wilson_interval(correct: int, questions: int, confidence: float = 0.95) -> t
 
     ci = binomtest(correct, questions).proportion_ci(confidence_level=confidence, method="wilson")
     return float(ci.low), float(ci.high)
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """Two methods on the questions both decoded (McNemar's paired test).
+
+    Attributes:
+        method: the method compared (e.g. ``"mfs"``).
+        other: the method it is compared with.
+        questions: questions both methods decoded (paired by question index).
+        only_method: questions ``method`` got right and ``other`` wrong.
+        only_other: questions ``other`` got right and ``method`` wrong.
+        p_value: exact two-sided McNemar p: a binomial test of ``only_method`` out of the
+            discordant pairs at 1/2 (``scipy.stats.binomtest``); 1.0 with no discordant pair.
+    """
+
+    method: str
+    other: str
+    questions: int
+    only_method: int
+    only_other: int
+    p_value: float
+
+
+def paired_comparisons(records: Sequence[dict[str, Any]], method: str = "mfs") -> list[PairedComparison]:
+    """``method`` against every other method of ``records``, question by question.
+
+    Args:
+        records: bench records (``method``, ``index``, ``correct`` each).
+        method: the label compared with the others.
+
+    Returns:
+        One :class:`PairedComparison` per other method, in the order the records first name
+        them; empty when ``method`` has no records. E.g. right/wrong ``mfs`` (1, 1, 0) against
+        ``phi`` (1, 0, 1): ``only_method = 1``, ``only_other = 1``, ``p_value = 1.0``.
+    """
+    from scipy.stats import binomtest
+
+    by_method: dict[str, dict[int, bool]] = {}
+    for record in records:
+        by_method.setdefault(record["method"], {})[record["index"]] = bool(record["correct"])
+    mine = by_method.get(method)
+    if not mine:
+        return []
+    out = []
+    for other, theirs in by_method.items():
+        if other == method:
+            continue
+        shared = mine.keys() & theirs.keys()
+        only_method = sum(mine[i] and not theirs[i] for i in shared)
+        only_other = sum(theirs[i] and not mine[i] for i in shared)
+        discordant = only_method + only_other
+        p_value = float(binomtest(only_method, discordant, 0.5).pvalue) if discordant else 1.0
+        out.append(PairedComparison(method, other, len(shared), only_method, only_other, p_value))
+    return out
+
+
+def format_paired(comparisons: Sequence[PairedComparison]) -> str:
+    """One line per comparison: ``mfs vs phi: only mfs 13, only phi 5, exact McNemar p = 0.096 (100 questions)``."""
+    return "\n".join(
+        f"{c.method} vs {c.other}: only {c.method} {c.only_method}, only {c.other} {c.only_other}, "
+        f"exact McNemar p = {c.p_value:.3f} ({c.questions} questions)"
+        for c in comparisons
+    )
 
 
 def token_ratio(rows: Sequence[MethodSummary], method: str = "mfs", unit: str = "cot") -> float | None:
