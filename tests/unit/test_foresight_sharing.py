@@ -1,6 +1,7 @@
 """One foresight estimate per distinct step, and the parent's rollout reused (issue 24).
 
-Scenario (raw prompt "Q:", M = 2, N = 2, no width pruning, top-k selection, two steps):
+Scenario (raw prompt "Q:", M = 2, N = 2, no width pruning, top-k selection, two steps;
+``reuse_rollouts=True`` where the test says so):
 
 t = 0, one request n = 4 from "Q:": a, a, a (2 tokens at -0.1 each), b (2 tokens at -0.5).
     Shared: one rollout for "a" and one for "b" (2 requests, not 4).
@@ -14,6 +15,8 @@ t = 1, from "Q:a\\n" (each beam n = 2): a2 (2 tokens at -0.2), a3 (2 tokens at -
     4 tokens, log-prob sum -0.8 - (-0.4) = -0.4) is a2's rollout, no request:
     F(a2) = -0.1, V(a2) = -0.1 + 0.13333 = +0.03333.
     "a3" is not: one new rollout, F(a3) = -0.5, V(a3) = -0.36667.
+    Top-2: two copies of "a2", which share one rollout: the first beam is completed by it,
+    the second by a fresh completion from "Q:a\na2\n" (4 tokens).
 """
 
 from __future__ import annotations
