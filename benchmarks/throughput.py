@@ -26,10 +26,19 @@ The demo model's context window is 512 tokens; a prefix that does not fit with t
 step and answer budgets is cut to the longest that does (the table says so). Rerun with
 ``--model`` and ``--prefix-tokens`` on a model with a longer window.
 
+``--dataset gsm`` (a name or path as ``mfs bench`` takes it; ``--data-dir`` or
+``$MFS_DATA_DIR`` holds the files) measures the first ``--questions`` questions of that set
+with the bench's own prompts (``render_example``: the 8-shot system prompt of GSM8K) instead
+of the two prompt conditions. ``--lockstep-only`` measures only the lockstep search, before
+and after, and prints its wall and CPU seconds and prompt-token counters (rows' prompt tokens,
+prefilled, distinct): the quick check on a model too slow for the other rates.
+
 Usage::
 
     nice -n 15 env OMP_NUM_THREADS=1 python benchmarks/throughput.py            # demo model, CPU
     python benchmarks/throughput.py --model path/to/ckpt --prefix-tokens 1000 --device cuda
+    nice -n 19 env OMP_NUM_THREADS=1 python benchmarks/throughput.py --model model.gguf --dataset gsm \
+        --data-dir ../shared/data --questions 2 --step-beam-size 2 --num-rollouts 2 --max-steps 2 --lockstep-only
 
 Every rate is per second of this process's CPU time (``time.process_time``, all threads;
 run it with ``OMP_NUM_THREADS=1``), not wall time: on a machine shared with other jobs wall
@@ -197,6 +206,31 @@ def _measure(label: str, path: str, backend: TransformersBackend, prompts: list[
     )
 
 
+def _lockstep_counts(label: str, path: str, backend: TransformersBackend, prompts: list[str],
+                     settings: MFSSettings) -> dict[str, Any]:
+    """The lockstep search alone: wall and CPU seconds, generated tokens and the prefill counters."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    seconds, recorder, results = _lockstep(backend, prompts, settings)
+    stats = backend.prefill_stats
+    return {"prompt": label, "path": path, "wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu,
+            "rounds": recorder.calls, "rows": recorder.rows, "tokens": recorder.tokens,
+            "row_prompt_tokens": stats.row_prompt_tokens, "prefilled_tokens": stats.prefilled_tokens,
+            "distinct_prompt_tokens": stats.distinct_prompt_tokens, "forward_passes": stats.forward_passes,
+            "fingerprint": [(r.answer, r.output_tokens) for r in results]}
+
+
+def _lockstep_table(rows: list[dict[str, Any]]) -> str:
+    head = ("| prompt | path | wall s | CPU s | rounds | rows | generated | row prompt tokens | prefilled | distinct "
+            "| prefilled / distinct |")
+    lines = [head, "|" + "|".join([" --- "] * 11) + "|"]
+    for r in rows:
+        ratio = r["prefilled_tokens"] / r["distinct_prompt_tokens"] if r["distinct_prompt_tokens"] else 0.0
+        lines.append(f"| {r['prompt']} | {r['path']} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['rounds']} | {r['rows']} "
+                     f"| {r['tokens']} | {r['row_prompt_tokens']} | {r['prefilled_tokens']} "
+                     f"| {r['distinct_prompt_tokens']} | {ratio:.2f} |")
+    return "\n".join(lines)
+
+
 def _table(rows: list[Row]) -> str:
     head = ("| prompt | path | MFS tok/s | raw tok/s | MFS / raw | lockstep q/s | 1-at-a-time q/s | lockstep / 1-at-a-time "
             "| 16 callers q/s | prefilled / distinct | outside generate |")
@@ -272,6 +306,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu",
                         help="cpu: process CPU time (a shared CPU machine); wall: wall time (a GPU)")
     parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument("--dataset", help="a bench set (name or path): its first --questions questions, bench prompts")
+    parser.add_argument("--data-dir", type=Path, help="where --dataset's files are (default: $MFS_DATA_DIR, ./data)")
+    parser.add_argument("--lockstep-only", action="store_true",
+                        help="only the lockstep search, before and after: seconds and prompt-token counters")
     args = parser.parse_args(argv)
     CLOCK[:] = CLOCKS[args.clock]
 
@@ -281,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     after = TransformersBackend.from_settings(settings)
     before = TransformersBackend(after.model, after.tokenizer, after.model_name, after.batch_size,
                                  prefix_sharing=False, incremental_stops=False)
+    if args.dataset:
+        return _dataset_run(args, settings, before, after)
     questions = [item["input"] for item in json.loads(HELDOUT.read_text())[: args.questions]]
 
     plain_prompts = [MFSEngine(after, settings).render(q) for q in questions]
@@ -302,6 +342,9 @@ def main(argv: list[str] | None = None) -> int:
           f"(+{added} prompt tokens with the chat template)")
     sys.stdout.flush()
 
+    conditions = ((f"{prefix_tokens}-token prefix", prefixed_prompts, prefixed), ("no prefix", plain_prompts, settings))
+    if args.lockstep_only:
+        return _lockstep_run(conditions, before, after, args.json)
     rows = []
     profile = ""
     conditions = ((f"{prefix_tokens}-token prefix", prefixed_prompts, prefixed), ("no prefix", plain_prompts, settings))
@@ -322,6 +365,48 @@ def main(argv: list[str] | None = None) -> int:
     if profile:
         print()
         print(profile)
+    return 0
+
+
+def _dataset_run(args: argparse.Namespace, settings: MFSSettings, before: TransformersBackend,
+                 after: TransformersBackend) -> int:
+    """``--dataset``: the bench's prompts of the set's first ``--questions`` questions."""
+    from mfs_core.bench.datasets import load_dataset
+    from mfs_core.bench.prompts import render_example
+
+    dataset = load_dataset(args.dataset, data_dir=args.data_dir, limit=args.questions)
+    prompts = [render_example(example, after, settings) for example in dataset.examples]
+    lengths = [len(after.encode_prompt(p)) for p in prompts]
+    print(f"model {args.model} on {args.device}: {after.num_parameters / 1e6:.1f} M parameters; {len(prompts)} "
+          f"questions of {dataset.name} with the bench prompts ({min(lengths)}-{max(lengths)} tokens), "
+          f"M={args.step_beam_size}, N={args.num_rollouts}, {args.max_steps} steps, {args.max_step_tokens} step "
+          f"tokens, {args.max_answer_tokens} answer tokens")
+    sys.stdout.flush()
+    conditions = ((f"{dataset.name} bench prompts", prompts, settings),)
+    if args.lockstep_only:
+        return _lockstep_run(conditions, before, after, args.json)
+    rows = []
+    for label, run_prompts, run_settings in conditions:
+        for path, backend in (("before", before), ("after", after)):
+            rows.append(_measure(label, path, backend, run_prompts, run_settings))
+    print(_table(rows))
+    return 0
+
+
+def _lockstep_run(conditions: tuple, before: TransformersBackend, after: TransformersBackend, json_path: Path | None) -> int:
+    """``--lockstep-only``: before and after, back to back, on each condition."""
+    rows = []
+    for label, prompts, run_settings in conditions:
+        for path, backend in (("before", before), ("after", after)):
+            rows.append(_lockstep_counts(label, path, backend, prompts, run_settings))
+            print(f"  measured {label} / {path}: {_lockstep_table(rows[-1:]).splitlines()[-1]}", file=sys.stderr,
+                  flush=True)
+    print()
+    print(_lockstep_table(rows))
+    same = all(rows[i]["fingerprint"] == rows[i + 1]["fingerprint"] for i in range(0, len(rows), 2))
+    print(f"\nbefore and after decode the same answers with the same token counts: {'yes' if same else 'NO'}")
+    if json_path:
+        json_path.write_text(json.dumps(rows, indent=2))
     return 0
 
 
