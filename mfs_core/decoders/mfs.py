@@ -40,8 +40,8 @@ STOP_REASONS = {
 
 SEARCH_SETTINGS = (
     "step_beam_size", "num_rollouts", "foresight_rollouts", "share_foresight", "reuse_rollouts", "prune_lambda",
-    "width_pruning", "stop_epsilon", "min_steps", "max_steps", "early_stopping", "baseline", "selection", "max_finished_fraction",
-    "convergence_finish", "aggregation", "temperature", "rollout_temperature", "step_delimiter",
+    "width_pruning", "stop_epsilon", "min_steps", "max_steps", "early_stopping", "baseline", "selection",
+    "max_finished_fraction", "convergence_finish", "aggregation", "temperature", "rollout_temperature", "step_delimiter",
 )
 """Settings copied into ``DecodeResult.search_settings`` (what the trace depends on)."""
 
@@ -136,7 +136,8 @@ def decode_mfs(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
     ``score >= μ + λ1·σ`` (eq. 10-11; ties with the best survive); ``foresight_rollouts``
     rollouts per distinct surviving path give ``F_t`` (eq. 3; copies share the estimate with
     ``share_foresight``, and the rest of the parent's rollout counts as one where it starts
-    with the candidate, ``reuse_rollouts``; both off: one per survivor, the paper's); step value ``V = F_t - F_{t-1}`` (eq. 8); stop when
+    with the candidate, ``reuse_rollouts``; both off: one per survivor, the paper's); step
+    value ``V = F_t - F_{t-1}`` (eq. 8); stop when
     ``max V <= ε_stop`` after ``min_steps`` (eq. 12: the step's candidates are discarded and
     the parent beams kept, with ``convergence_finish="parent_beams"``), when every candidate
     finished, when the pool holds M paths, or after ``max_steps``; else draw M beams by
