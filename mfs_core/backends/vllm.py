@@ -102,6 +102,42 @@ def quiet_vllm(verbose: bool = False) -> None:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "INFO" if verbose else "WARNING")
 
 
+def _child_processes() -> list[Any]:
+    """This process's descendants as ``psutil.Process`` objects (empty without psutil, a vLLM dependency)."""
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover - vLLM requires psutil
+        return []
+    return psutil.Process().children(recursive=True)
+
+
+def _stop_processes(processes: list[Any], timeout: float = 10.0) -> None:
+    """Stop the processes of ``processes`` that still run: SIGTERM, up to ``timeout`` s, then SIGKILL.
+
+    ``psutil`` checks a process's creation time before signalling it, so a PID reused by
+    another program is left alone. Processes already gone (or zombies) are skipped.
+    """
+    if not processes:
+        return
+    import psutil
+
+    alive = []
+    for proc in processes:
+        try:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                proc.terminate()
+                alive.append(proc)
+        except psutil.Error:
+            continue
+    _, left = psutil.wait_procs(alive, timeout=timeout)
+    for proc in left:
+        try:
+            proc.kill()
+        except psutil.Error:
+            continue
+    psutil.wait_procs(left, timeout=timeout)
+
+
 def _on_cpu() -> bool:
     """Whether the installed vLLM is its CPU build (``current_platform.is_cpu()``)."""
     try:
@@ -204,6 +240,7 @@ class VLLMBackend:
         self._num_parameters = num_parameters
         self._lock = threading.Lock()
         self._closed = False
+        self._processes: list[Any] = []  # psutil.Process of the engine's processes (from_settings)
 
     @classmethod
     def from_settings(cls, settings: MFSSettings) -> VLLMBackend:
@@ -216,17 +253,23 @@ class VLLMBackend:
         """
         vllm = _import_vllm()
         kwargs = engine_kwargs(settings, cpu=_on_cpu())
+        before = _child_processes()
         llm = vllm.LLM(**kwargs)
-        return cls(llm, settings.model, sampling_params_cls=vllm.SamplingParams,
-                   num_parameters=settings.num_parameters)
+        backend = cls(llm, settings.model, sampling_params_cls=vllm.SamplingParams,
+                      num_parameters=settings.num_parameters)
+        backend._processes = [proc for proc in _child_processes() if proc.pid not in {b.pid for b in before}]
+        return backend
 
     def close(self) -> None:
         """Stop vLLM's engine-core and worker processes (idempotent).
 
         ``LLM`` has no public shutdown in vLLM 0.32-0.33; its ``llm_engine.engine_core``
         (the client of the engine-core process) has ``shutdown()``, which is what vLLM's
-        own finalizer calls when the ``LLM`` is garbage-collected. A closed backend refuses
-        :meth:`generate`.
+        own finalizer calls when the ``LLM`` is garbage-collected. On a loaded machine that
+        shutdown can time out and force-kill the engine core, leaving its worker process
+        orphaned and running; so the processes that appeared while :meth:`from_settings`
+        started the engine are then stopped by PID (:func:`_stop_processes`: terminate, a
+        bounded wait, kill). A closed backend refuses :meth:`generate`.
         """
         with self._lock:
             if self._closed:
@@ -237,6 +280,7 @@ class VLLMBackend:
         shutdown = getattr(core, "shutdown", None)
         if shutdown is not None:
             shutdown()
+        _stop_processes(self._processes)
 
     def __enter__(self) -> VLLMBackend:
         return self
