@@ -92,6 +92,9 @@ class MFSFields(BaseModel):
     constrain_tool_names: bool = _DEFAULTS["constrain_tool_names"]
     """Keep the names of the calls the model writes to the bound tools (default True; the
     transformers backend honours it)."""
+    constrain_actions: bool = _DEFAULTS["constrain_actions"]
+    """Sample tool-call arguments and structured output under a grammar from their JSON schema
+    (default True; every backend; needs xgrammar)."""
     answer_trigger: str | None = _DEFAULTS["answer_trigger"]
     """Appended to a completed path that states no answer, to read one (default None: off;
     e.g. ``"\\nThe answer is:"`` for a pretrained model that loops to the token cap)."""

@@ -227,6 +227,7 @@ class ChatMFS(MFSParams, BaseChatModel):
         return plan_call(
             engine.backend, settings.tool_call_parser, tools=call.tools, tool_choice=call.tool_choice,
             response_format=call.response_format, constrain_tool_names=settings.constrain_tool_names,
+            constrain_actions=settings.constrain_actions, action_tokens=settings.max_answer_tokens,
         )
 
     def _run(self, messages: Sequence[BaseMessage], kwargs: dict[str, Any]) -> tuple[Any, Any, dict[str, CallPlan]]:

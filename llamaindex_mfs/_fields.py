@@ -88,6 +88,7 @@ class MFSFields(FunctionCallingLLM):
     end_marker: Optional[str] = _setting("end_marker")
     tool_call_parser: Optional[Literal["auto", "hermes", "llama3_json", "mistral"]] = _setting("tool_call_parser")
     constrain_tool_names: Optional[bool] = _setting("constrain_tool_names")
+    constrain_actions: Optional[bool] = _setting("constrain_actions")
     answer_trigger: Optional[str] = _setting("answer_trigger")
     answer_trigger_tokens: Optional[int] = _setting("answer_trigger_tokens")
     max_step_tokens: Optional[int] = _setting("max_step_tokens")

@@ -238,6 +238,7 @@ class MFSLLM(MFSFields):
         plan = plan_call(
             engine.backend, settings.tool_call_parser, tools=kwargs.get("tools"), tool_choice=kwargs.get("tool_choice"),
             response_format=response_format, constrain_tool_names=settings.constrain_tool_names,
+            constrain_actions=settings.constrain_actions, action_tokens=settings.max_answer_tokens,
         )
         rendered = render(engine, settings, plan)
         logger.debug("decoding with %s: M=%d N=%d seed=%d", self.method, settings.step_beam_size,

@@ -148,6 +148,30 @@ def _with_choice(decoder: Decoder, choice: TriggeredChoice) -> Decoder:
         decoder.close()
 
 
+def _with_grammar(decoder: Decoder, grammar: Any, anchor: str) -> Decoder:
+    """``decoder`` with each generation request's :class:`~mfs_core.types.RequestGrammar` set
+    from ``grammar`` (a :class:`~mfs_core.tools.grammar.ActionGrammar`) and the text its
+    prompt has after ``anchor`` (the decode's prompt without a forced opening); a request
+    that continues an open action gets ``max_tokens`` of at least the action's budget."""
+
+    def constrained(request: GenerationRequest) -> GenerationRequest:
+        if not request.prompt.startswith(anchor):
+            return request
+        bound = grammar.request_grammar(request.prompt[len(anchor):])
+        max_tokens = max(request.max_tokens, bound.action_tokens) if bound.in_action else request.max_tokens
+        return replace(request, grammar=bound, max_tokens=max_tokens)
+
+    try:
+        requests = next(decoder)
+        while True:
+            outputs = yield [constrained(request) for request in requests]
+            requests = decoder.send(outputs)
+    except StopIteration as stop:
+        return stop.value
+    finally:
+        decoder.close()
+
+
 def check_outputs(requests: Sequence[GenerationRequest], outputs: object) -> list[list[Continuation]]:
     """Check that a backend answered ``requests`` in the shape of the protocol.
 
@@ -528,9 +552,14 @@ class MFSEngine:
             listeners = [_Listener(i, on_event, settings.step_delimiter) for i in range(len(prompts))]
         if triggered_choice is None:
             triggered_choice = getattr(answer_key, "triggered_choice", None)
+        action_grammar = getattr(answer_key, "action_grammar", None)
         decoders = [factory(prompt, settings) for prompt in prompts]
         if triggered_choice is not None:
             decoders = [_with_choice(decoder, triggered_choice) for decoder in decoders]
+        if action_grammar is not None:
+            opening = len(getattr(answer_key, "opening", ""))
+            decoders = [_with_grammar(decoder, action_grammar, prompt[:len(prompt) - opening])
+                        for decoder, prompt in zip(decoders, prompts)]
         return self._scheduler.submit(decoders, listeners, timeout=settings.generate_timeout)
 
     def stream_prompts(

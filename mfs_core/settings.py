@@ -233,6 +233,13 @@ class MFSSettings(BaseSettings):
         description="Keep the names of the tool calls the model writes to the tools it was given (a lazy "
         "constraint on the 'hermes' format, honoured by the transformers backend).",
     )
+    constrain_actions: bool = Field(
+        default=True,
+        description="Sample tool calls' arguments and structured output under a grammar built from their JSON "
+        "schema (xgrammar structural tags; every backend: transformers through xgrammar's matcher, vLLM and its "
+        "server through structured outputs), so every action parses and validates; reported log-probs stay the "
+        "model's raw ones. Needs the xgrammar package. False: sample them free and parse afterwards.",
+    )
     answer_trigger: str | None = Field(
         default=None,
         description="Text appended to a completed path that states no answer, then up to answer_trigger_tokens "

@@ -19,6 +19,7 @@ __all__ = [
     "FinishReason",
     "GenerationRequest",
     "StepTrace",
+    "RequestGrammar",
     "TriggeredChoice",
 ]
 
@@ -57,6 +58,36 @@ class TriggeredChoice:
 
 
 @dataclass(frozen=True)
+class RequestGrammar:
+    """The grammar one generation request samples under (grammar-constrained actions).
+
+    Both grammars are xgrammar structural tags as JSON text (``{"type": "structural_tag",
+    "format": {...}}``, the format vLLM's ``StructuredOutputsParams(structural_tag=...)`` and
+    its server's ``structured_outputs`` take); built by
+    :meth:`mfs_core.tools.grammar.ActionGrammar.request_grammar`.
+
+    Attributes:
+        structural_tag: the grammar from the start of ``prefix``.
+        prefix: the end of the prompt the grammar has already matched (the part of an open
+            action written so far; ``""`` when the grammar starts where the prompt ends). A
+            backend that runs the grammar itself (transformers) feeds it this text first.
+        remote: the same constraint as a grammar that starts where the prompt ends, for the
+            backends that cannot feed a prefix (vLLM, HTTP), or None when none can be built
+            (the prompt ends inside an action's JSON value: those backends then sample
+            unconstrained and say so once).
+        in_action: the prompt ends inside an action; the engine raises the request's
+            ``max_tokens`` to ``action_tokens`` so the step cap does not cut the action.
+        action_tokens: the token budget of an action (tokens).
+    """
+
+    structural_tag: str
+    prefix: str = ""
+    remote: str | None = None
+    in_action: bool = False
+    action_tokens: int = 512
+
+
+@dataclass(frozen=True)
 class GenerationRequest:
     """One prompt to sample ``n`` continuations from (mirrors vLLM ``SamplingParams``).
 
@@ -74,6 +105,9 @@ class GenerationRequest:
         triggered_choice: a :class:`TriggeredChoice` the continuation keeps to, or None.
             Honoured by the transformers backend (token by token, with the raw log-probs
             reported unchanged); the vLLM and HTTP backends ignore it.
+        grammar: a :class:`RequestGrammar` the continuation keeps to, or None. Honoured by
+            every backend (transformers: xgrammar's matcher, raw log-probs reported; vLLM:
+            structured outputs; HTTP: the server's ``structured_outputs`` field).
     """
 
     prompt: str
@@ -85,6 +119,7 @@ class GenerationRequest:
     seed: int | None = None
     greedy: bool = False
     triggered_choice: TriggeredChoice | None = None
+    grammar: RequestGrammar | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.prompt, str):

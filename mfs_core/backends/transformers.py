@@ -48,6 +48,12 @@ choices can be drawn (the others' logits are set to -inf before temperature, top
 argmax) until a choice is complete; the reported log-probs stay the raw ones. Token texts
 are each token decoded alone, so a trigger is found at the token that completes it (the
 characters of that token after the trigger count towards the choice).
+
+**Grammars** (``GenerationRequest.grammar``, :mod:`mfs_core.tools.grammar`): each row runs
+its own xgrammar matcher of the request's structural tag, fed the prompt's open action
+first (``RequestGrammar.prefix``); before every draw the tokens it forbids get -inf logits
+(before temperature, top-p or the argmax), and the drawn token advances it. The log-probs
+reported stay the raw ones, and each row keeps its request's seeded generator.
 """
 
 from __future__ import annotations
@@ -62,7 +68,7 @@ from typing import Any
 from mfs_core.backends.base import ContextWindowError
 from mfs_core.models import demo_model_path, resolve_model_path
 from mfs_core.settings import MFSSettings
-from mfs_core.types import Continuation, GenerationRequest, TriggeredChoice
+from mfs_core.types import Continuation, GenerationRequest, RequestGrammar, TriggeredChoice
 
 __all__ = ["PrefillStats", "TransformersBackend", "demo_model_path", "resolve_model_path"]
 
@@ -123,6 +129,8 @@ class _Row:
     # since the trigger while a choice is being written (None: free sampling).
     choice_tail: str = ""
     choice_matched: str | None = None
+    # grammar (GenerationRequest.grammar): xgrammar's matcher of this row, None when free
+    matcher: Any = None
 
 
 @dataclass
@@ -211,6 +219,9 @@ class TransformersBackend:
         eos = eos if eos is not None else tokenizer.eos_token_id
         self._token_text_cache: list[str] | None = None
         self._allowed_cache: dict[tuple[tuple[str, ...], str], Any] = {}
+        self._grammar_compiler: Any = None
+        self._compiled_grammars: dict[str, Any] = {}
+        self._warned_grammar_prefix = False
         self._eos_ids = set(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
 
     @classmethod
@@ -315,6 +326,8 @@ class TransformersBackend:
                     trigger = request.triggered_choice.trigger
                     row.choice_tail = request.prompt[-(len(trigger) - 1):] if len(trigger) > 1 else ""
                     row.choice_matched = "" if request.prompt.endswith(trigger) else None
+                if request.grammar is not None:
+                    row.matcher = self._matcher(request.grammar)
                 rows.append(row)
                 row_prompts.append(ids)
         stats = self.prefill_stats
@@ -361,6 +374,7 @@ class TransformersBackend:
         while True:
             raw = torch.log_softmax(logits, dim=-1)
             sampled = self._mask_choices(logits, [rows[i] for i in active], requests)
+            sampled = self._mask_grammar(sampled, [rows[i] for i in active])
             probs = torch.softmax(sampled / temperature, dim=-1)
             if bool((top_p < 1).any()):
                 probs = _top_p_filter(probs, top_p)
@@ -387,6 +401,8 @@ class TransformersBackend:
                 choice = requests[row.request].triggered_choice
                 if choice is not None:
                     self._advance_choice(row, choice, token_list[pos])
+                if row.matcher is not None and not row.matcher.is_terminated():
+                    row.matcher.accept_token(token_list[pos])
                 if token_list[pos] in self._eos_ids:
                     row.finish_reason = "eos"
                 elif len(row.tokens) >= row.max_tokens:
@@ -413,6 +429,55 @@ class TransformersBackend:
         for row in rows:
             if row.finish_reason != "stop":
                 row.text = self._decode(row.tokens)
+
+    # --- grammars -------------------------------------------------------------------------
+    def _matcher(self, grammar: RequestGrammar) -> Any:
+        """A fresh xgrammar matcher of ``grammar`` with its ``prefix`` fed, or None when the
+        prompt's text does not follow the grammar (the row is then sampled free, logged once).
+
+        Raises:
+            GrammarUnavailableError: xgrammar is not installed.
+        """
+        from mfs_core.tools.grammar import _xgrammar
+
+        xgr = _xgrammar()
+        compiled = self._compiled_grammars.get(grammar.structural_tag)
+        if compiled is None:
+            if self._grammar_compiler is None:
+                vocab_size = self.model.get_output_embeddings().weight.shape[0]
+                info = xgr.TokenizerInfo.from_huggingface(self.tokenizer, vocab_size=vocab_size,
+                                                          stop_token_ids=sorted(self._eos_ids))
+                self._grammar_compiler = xgr.GrammarCompiler(info)
+            if len(self._compiled_grammars) > 256:
+                self._compiled_grammars.clear()
+            compiled = self._compiled_grammars[grammar.structural_tag] = (
+                self._grammar_compiler.compile_structural_tag(grammar.structural_tag))
+        matcher = xgr.GrammarMatcher(compiled)
+        if grammar.prefix and not matcher.accept_string(grammar.prefix):
+            if not self._warned_grammar_prefix:
+                self._warned_grammar_prefix = True
+                logger.warning("a prompt ends in text its action grammar does not accept (%r): that row is "
+                               "sampled without the grammar", grammar.prefix[-60:])
+            return None
+        return matcher
+
+    def _mask_grammar(self, logits: Any, rows: list[_Row]) -> Any:
+        """``logits`` with the tokens each row's grammar forbids set to -inf (the same tensor
+        when no row has a grammar)."""
+        constrained = [pos for pos, row in enumerate(rows)
+                       if row.matcher is not None and row.finish_reason is None and not row.matcher.is_terminated()]
+        if not constrained:
+            return logits
+        from mfs_core.tools.grammar import _xgrammar
+
+        xgr = _xgrammar()
+        bitmask = xgr.allocate_token_bitmask(len(rows), logits.shape[-1])
+        for pos in constrained:
+            rows[pos].matcher.fill_next_token_bitmask(bitmask, pos)
+        masked = logits.clone()
+        xgr.apply_token_bitmask_inplace(masked, bitmask.to(masked.device),
+                                        indices=constrained)
+        return masked
 
     # --- triggered choices ---------------------------------------------------------------
     def _token_texts(self) -> list[str]:

@@ -140,15 +140,20 @@ def run(engine: Any, questions: Sequence[ToolQuestion], settings: Any,
     Raises:
         ToolsNotSupportedError: the model's template does not render tools.
     """
+    from mfs_core.tools import ActionVote
     from mfs_core.tools.call import plan_call
 
     plan = plan_call(engine.backend, settings.tool_call_parser, tools=TOOLS, tool_choice=tool_choice,
-                     constrain_tool_names=settings.constrain_tool_names)
+                     constrain_tool_names=settings.constrain_tool_names, constrain_actions=settings.constrain_actions,
+                     action_tokens=settings.max_answer_tokens)
     prompts = [plan.render(engine, settings, [{"role": "user", "content": q.question}]) for q in questions]
     single = settings.model_copy(update={"step_beam_size": 1})
+    # the same constraints, the plain answer vote (no request: the vote reads the extracted answer)
+    answer_vote = ActionVote(plan.vote.parser, None, opening=plan.vote.opening,
+                             triggered_choice=plan.vote.triggered_choice, action_grammar=plan.vote.action_grammar)
     runs = {
         "mfs-action-vote": engine.decode_prompts(prompts, settings=settings, answer_key=plan.vote),
-        "mfs-answer-vote": engine.decode_prompts(prompts, settings=settings, triggered_choice=plan.vote.triggered_choice),
+        "mfs-answer-vote": engine.decode_prompts(prompts, settings=settings, answer_key=answer_vote),
         "single-sample": engine.decode_prompts(prompts, settings=single, method="sc", answer_key=plan.vote),
     }
     records: dict[str, list[dict[str, Any]]] = {}
@@ -178,6 +183,8 @@ def main(
     tool_choice: Annotated[str, typer.Option(help="'auto' (the model decides) or 'required' (every path calls).")] = "auto",
     constrain_tool_names: Annotated[bool, typer.Option(
         help="Keep the names of the calls to the bound tools (the constrain_tool_names setting).")] = True,
+    constrain_actions: Annotated[bool, typer.Option(
+        help="Sample calls under a grammar from the tools' schemas (the constrain_actions setting).")] = True,
     out: Annotated[str | None, typer.Option(help="Write the per-question records as JSON here.")] = None,
 ) -> None:
     """Print action accuracy (95% Wilson intervals) of the vote over actions against a single sample."""
@@ -193,7 +200,8 @@ def main(
         raise typer.Exit(2)
     quiet_transformers()
     settings = MFSSettings(model=model, device=device, seed=seed, step_beam_size=step_beam_size,
-                           num_rollouts=num_rollouts, max_steps=max_steps, constrain_tool_names=constrain_tool_names)
+                           num_rollouts=num_rollouts, max_steps=max_steps, constrain_tool_names=constrain_tool_names,
+                           constrain_actions=constrain_actions)
     engine = MFSEngine.from_settings(settings)
     try:
         records = run(engine, generate_questions(questions, seed), settings, tool_choice=tool_choice)
@@ -201,7 +209,7 @@ def main(
         Console(stderr=True).print(f"[red]{exc}[/red]\nThis benchmark needs a model that calls tools (the tool-calling demo model).")
         raise typer.Exit(2) from exc
     table = Table(title=f"First action on {questions} tool-use questions (tool_choice={tool_choice}, "
-                        f"names {'kept to the tools' if constrain_tool_names else 'free'}, "
+                        f"{'calls under the grammar' if constrain_actions else 'names kept to the tools' if constrain_tool_names else 'names free'}, "
                         f"M={step_beam_size}, N={num_rollouts}, seed={seed})")
     for column in ("method", "accuracy", "95% interval", "correct", "mean output tokens"):
         table.add_column(column)

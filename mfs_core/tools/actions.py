@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from mfs_core.answers import extract_answer
+from mfs_core.tools.grammar import ActionGrammar, ActionTag
 from mfs_core.tools.parsers import InvalidToolCall, ParsedOutput, parse_tool_calls
 from mfs_core.types import TriggeredChoice
 
@@ -132,7 +133,7 @@ class ToolRequest:
         """Names of the tools, in order."""
         return [tool["function"]["name"] for tool in self.tools]
 
-    def forced_opening(self, parser: str) -> str:
+    def forced_opening(self, parser: str, *, constrained: bool = False) -> str:
         """The text every completion starts with when a call is forced, or ``""``.
 
         Under ``"required"`` / ``"named"`` the prompt ends with the opening of a call in the
@@ -144,13 +145,47 @@ class ToolRequest:
 
         Args:
             parser: the resolved parser name (:func:`~mfs_core.tools.rendering.resolve_parser`).
+            constrained: the arguments are sampled under a grammar (:meth:`action_grammar`):
+                the opening stops before the arguments' ``{``, where the grammar's JSON
+                value starts, so every backend can continue it.
         """
         if parser != "hermes" or self.choice.mode not in ("required", "named") or not self.tools:
             return ""
         if self.choice.mode == "required" and len(self.tools) > 1:
             return '<tool_call>\n{"name": "'
         name = self.choice.name if self.choice.mode == "named" else self.names[0]  # one tool: the only call allowed
-        return f'<tool_call>\n{{"name": {json.dumps(name)}, "arguments": {{'
+        return f'<tool_call>\n{{"name": {json.dumps(name)}, "arguments": ' + ("" if constrained else "{")
+
+    def action_grammar(self, parser: str, action_tokens: int) -> ActionGrammar | None:
+        """The grammar a call is written under, or None (no tools shown, or a format other
+        than ``hermes``, whose calls are parsed afterwards).
+
+        One :class:`~mfs_core.tools.grammar.ActionTag` per shown tool: ``<tool_call>\n{"name":
+        "<name>", "arguments": `` + its parameters' JSON schema + ``}\n</tool_call>``,
+        triggered by ``<tool_call>`` (vLLM's and xgrammar's Hermes structural tag). In
+        ``auto`` the model still chooses between answering and calling; once it opens a call,
+        the call is one of the tools with valid arguments.
+
+        Args:
+            parser: the resolved parser name.
+            action_tokens: token budget of a call (tokens).
+
+        Raises:
+            ValueError: a tool's parameters schema xgrammar cannot convert.
+            GrammarUnavailableError: xgrammar is not installed.
+        """
+        shown = self.prompt_tools()
+        if parser != "hermes" or not shown:
+            return None
+        tags = []
+        for tool in shown:
+            function = tool["function"]
+            schema = function.get("parameters") or {"type": "object", "properties": {}}
+            begin = f'<tool_call>\n{{"name": {json.dumps(function["name"])}, "arguments": '
+            tag = ActionTag(begin, schema, "}\n</tool_call>")
+            tag.content_format()  # a schema xgrammar cannot convert fails here, naming the tool's schema
+            tags.append(tag)
+        return ActionGrammar(tuple(tags), "<tool_call>", action_tokens)
 
     def name_choice(self, parser: str) -> TriggeredChoice | None:
         """The constraint that keeps a call's name to the tools the prompt shows, or None.
@@ -207,15 +242,20 @@ class ActionVote:
         triggered_choice: a constraint every generation request of the decode carries
             (:meth:`ToolRequest.name_choice`), or None; the engine adds it to the requests
             (:meth:`mfs_core.engine.MFSEngine.submit_prompts`).
+        action_grammar: the grammar every generation request of the decode samples under
+            (:meth:`ToolRequest.action_grammar`, or a JSON object for structured output), or
+            None; the engine binds it to each request.
     """
 
     def __init__(self, parser: str = "auto", request: ToolRequest | None = None, *, json_answers: bool = False,
-                 opening: str = "", triggered_choice: TriggeredChoice | None = None) -> None:
+                 opening: str = "", triggered_choice: TriggeredChoice | None = None,
+                 action_grammar: ActionGrammar | None = None) -> None:
         self.parser = parser
         self.request = request
         self.json_answers = json_answers
         self.opening = opening
         self.triggered_choice = triggered_choice
+        self.action_grammar = action_grammar
 
     @property
     def _parses_calls(self) -> bool:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from mfs_core.tools.actions import ActionVote, ToolRequest, normalise_tool_choice
+from mfs_core.tools.grammar import ActionGrammar, ActionTag
 from mfs_core.tools.parsers import ParsedOutput
 from mfs_core.tools.rendering import ToolsNotSupportedError, check_tools, renders_tools, resolve_parser
 from mfs_core.tools.structured import add_system_instruction, json_instruction
@@ -84,6 +85,8 @@ def plan_call(
     tool_choice: Any = None,
     response_format: ResponseFormat | None = None,
     constrain_tool_names: bool = True,
+    constrain_actions: bool = False,
+    action_tokens: int = 512,
 ) -> CallPlan:
     """Check a call's tools, choice and format against the model; the :class:`CallPlan`.
 
@@ -97,6 +100,10 @@ def plan_call(
         constrain_tool_names: keep the names of the calls the model writes to the tools
             shown (:meth:`~mfs_core.tools.actions.ToolRequest.name_choice`; the
             ``constrain_tool_names`` setting).
+        constrain_actions: sample calls (Hermes format) and structured output under a
+            grammar from their JSON schema (:mod:`mfs_core.tools.grammar`; the
+            ``constrain_actions`` setting); it supersedes the name constraint.
+        action_tokens: token budget of one action (the ``max_answer_tokens`` setting).
 
     Raises:
         ToolsNotSupportedError: tools to render but the template does not render tools.
@@ -112,8 +119,16 @@ def plan_call(
         msg = f"tool_choice {tool_choice!r} needs tools; bind tools first"
         raise ValueError(msg)
     parser = resolve_parser(tool_call_parser, backend) if request is not None else tool_call_parser
-    opening = request.forced_opening(parser) if request is not None else ""
-    name_choice = request.name_choice(parser) if request is not None and constrain_tool_names else None
+    grammar = None
+    if constrain_actions and request is not None:
+        grammar = request.action_grammar(parser, action_tokens)
+    elif constrain_actions and response_format is not None:
+        schema = response_format.schema if response_format.schema is not None else {"type": "object"}
+        grammar = ActionGrammar((ActionTag("", schema, ""),), "", action_tokens)
+    opening = request.forced_opening(parser, constrained=grammar is not None) if request is not None else ""
+    name_choice = None
+    if request is not None and constrain_tool_names and grammar is None:
+        name_choice = request.name_choice(parser)
     vote = ActionVote(parser, request, json_answers=response_format is not None, opening=opening,
-                      triggered_choice=name_choice)
+                      triggered_choice=name_choice, action_grammar=grammar)
     return CallPlan(request=request, vote=vote, response_format=response_format)
