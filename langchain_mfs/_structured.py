@@ -16,8 +16,9 @@ from langchain_core.exceptions import OutputParserException
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.messages.tool import invalid_tool_call, tool_call, tool_call_chunk
 from langchain_core.utils.function_calling import convert_to_json_schema, convert_to_openai_tool
-from langchain_core.utils.pydantic import is_basemodel_subclass
+from langchain_core.utils.pydantic import is_basemodel_subclass, is_pydantic_v1_subclass
 from pydantic import ValidationError
+from pydantic.v1 import ValidationError as ValidationErrorV1
 
 from mfs_core.tools import StructuredOutputError, extract_json, validate_json
 from mfs_core.tools.call import ResponseFormat
@@ -104,6 +105,8 @@ def json_schema_of(schema: Any) -> dict[str, Any]:
     Raises:
         ValueError: ``schema`` is none of these.
     """
+    if isinstance(schema, type) and is_pydantic_v1_subclass(schema):  # pydantic.v1 models, as LangChain takes them
+        return schema.schema()
     if isinstance(schema, type) and is_basemodel_subclass(schema):
         return schema.model_json_schema()
     if isinstance(schema, dict) and ("properties" in schema or schema.get("type") == "object") and "function" not in schema:
@@ -118,12 +121,14 @@ def json_schema_of(schema: Any) -> dict[str, Any]:
 def _validated(obj: Any, schema: Any) -> Any:
     """``obj`` validated: a pydantic instance for a pydantic ``schema``, else the dict."""
     try:
+        if isinstance(schema, type) and is_pydantic_v1_subclass(schema):
+            return schema.parse_obj(obj)
         if isinstance(schema, type) and is_basemodel_subclass(schema):
             return schema.model_validate(obj)
         if schema is None:
             return validate_json(obj, None)
         return validate_json(obj, json_schema_of(schema))
-    except (ValidationError, StructuredOutputError) as exc:
+    except (ValidationError, ValidationErrorV1, StructuredOutputError) as exc:
         raise OutputParserException(f"structured output does not match the schema: {exc}") from exc
 
 

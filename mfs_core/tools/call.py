@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from mfs_core.backends.base import ContextWindowError
 from mfs_core.tools.actions import ActionVote, ToolRequest, normalise_tool_choice
 from mfs_core.tools.grammar import ActionGrammar, ActionTag
 from mfs_core.tools.parsers import ParsedOutput
@@ -69,8 +70,40 @@ class CallPlan:
 
     def render(self, engine: Any, settings: Any, messages: Sequence[dict[str, Any]]) -> str:
         """The model prompt: :meth:`messages` and :meth:`prompt_tools` through ``engine``'s
-        template, then the opening of a forced call (:meth:`ToolRequest.forced_opening`)."""
-        return engine.render_messages(self.messages(messages), settings, tools=self.prompt_tools()) + self.vote.opening
+        template, then the opening of a forced call (:meth:`ToolRequest.forced_opening`).
+
+        Raises:
+            ContextWindowError: the prompt has as many tokens as the model's context window
+                or more; the message gives the tokens, the window and the first message of
+                the history that does not fit (raised here, once, before any decode).
+        """
+        prompt = engine.render_messages(self.messages(messages), settings, tools=self.prompt_tools()) + self.vote.opening
+        try:
+            window = engine.backend.context_window
+            tokens = engine.backend.count_tokens(prompt)
+        except Exception:  # a backend that cannot tell (the HTTP one without a tokenizer): the server will
+            return prompt
+        if isinstance(window, int) and 0 < window <= tokens:
+            raise ContextWindowError(self._overflow_message(engine, settings, messages, tokens, window))
+        return prompt
+
+    def _overflow_message(self, engine: Any, settings: Any, messages: Sequence[dict[str, Any]], tokens: int,
+                          window: int) -> str:
+        """One line: the history's size, the window, and the first message past it."""
+        first = None
+        for count in range(1, len(messages)):
+            try:
+                part = engine.render_messages(self.messages(messages[:count]), settings, tools=self.prompt_tools())
+            except Exception:  # a template that refuses a cut history (e.g. a tool result without its call)
+                continue
+            if engine.backend.count_tokens(part) >= window:
+                first = count
+                break
+        where = f"message {first} ({messages[first - 1].get('role')}) is the first that does not fit" if first else (
+            f"the last message ({messages[-1].get('role') if messages else 'none'}) does not fit")
+        return (f"the chat history does not fit the context window: its {len(messages)} messages render to {tokens} "
+                f"tokens and model {engine.backend.model_name!r} takes fewer than {window}; {where}; shorten or "
+                f"summarise the history")
 
     def parse(self, text: str) -> ParsedOutput:
         """The tool calls of the chosen completion (see :meth:`ActionVote.parse`)."""

@@ -153,13 +153,14 @@ def test_a_required_call_round_trip_through_the_llamaindex_llm() -> None:
 
 
 def test_without_the_name_constraint_the_model_names_a_tool_it_was_not_given() -> None:
-    """The same first turn with ``constrain_tool_names=False``: the model writes a name of its
-    training ("calc"), which is not bound, so the call is invalid rather than taken."""
+    """The same first turn with ``constrain_tool_names=False`` (and no action grammar): the
+    model writes a name of its training ("calc"), which is not bound, so the call is invalid
+    rather than taken."""
     from langchain_core.tools import tool
 
     from langchain_mfs import ChatMFS
 
-    message = ChatMFS(**SETTINGS, constrain_tool_names=False).bind_tools([tool(add), tool(multiply)]).invoke(QUESTION)
+    message = ChatMFS(**SETTINGS, constrain_tool_names=False, constrain_actions=False).bind_tools([tool(add), tool(multiply)]).invoke(QUESTION)
     print(message.invalid_tool_calls)
     assert not message.tool_calls
     assert message.invalid_tool_calls and message.invalid_tool_calls[0]["name"] not in ("add", "multiply")

@@ -112,6 +112,8 @@ def forced_call_script(request: GenerationRequest) -> list[Continuation]:
     arguments = f'"a": {a}, "b": {b}}}}}\n</tool_call>'
     if request.prompt.endswith('"arguments": {'):
         text = arguments
+    elif request.prompt.endswith('"arguments": '):  # the opening under constrain_actions stops before the value
+        text = "{" + arguments
     else:
         assert request.prompt.endswith('<tool_call>\n{"name": "'), request.prompt[-60:]
         text = 'add", "arguments": {' + arguments
@@ -125,7 +127,13 @@ def test_a_forced_tool_is_the_only_one_rendered_and_every_path_opens_a_call_to_i
     message = chat.bind_tools([add, multiply], tool_choice="multiply").invoke("What is 3 plus 4?")
     prompt = backend.calls[0][0].prompt
     assert '"name": "add"' not in prompt and '"name": "multiply"' in prompt.split("<|user|>")[0]
-    assert prompt.endswith('The reasoning steps are:\n\n<tool_call>\n{"name": "multiply", "arguments": {')
+    # under the action grammar (constrain_actions, default) the opening stops before the
+    # arguments' value, where the grammar's JSON starts, and the request continues the call
+    assert prompt.endswith('The reasoning steps are:\n\n<tool_call>\n{"name": "multiply", "arguments": ')
+    grammar = backend.calls[0][0].grammar
+    assert grammar.in_action and grammar.prefix == '<tool_call>\n{"name": "multiply", "arguments": '
+    assert '"begin":"<tool_call>\\n{\\"name\\": \\"add\\"' not in grammar.structural_tag  # only the forced tool
+    assert '"begin":"<tool_call>\\n{\\"name\\": \\"multiply\\"' in grammar.structural_tag
     assert [(c["name"], c["args"]) for c in message.tool_calls] == [("multiply", {"a": 3, "b": 4})]
     assert message.invalid_tool_calls == [] and message.response_metadata["vote_share"] == 1.0
 
