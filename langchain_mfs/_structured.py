@@ -58,7 +58,8 @@ def pop_tool_kwargs(kwargs: dict[str, Any]) -> ToolKwargs:
     """Remove the tool keywords from ``kwargs`` (changed in place) and return them.
 
     ``parallel_tool_calls`` and ``strict`` are accepted and not enforced: a completion may
-    write several calls, and arguments are parsed, not constrained while sampling.
+    write several calls. Arguments are sampled under their schema's grammar when
+    ``constrain_actions`` is on (the default; Hermes call format), else parsed afterwards.
 
     Raises:
         ValueError: a ``response_format`` that is not ``{"type": "json_schema" |

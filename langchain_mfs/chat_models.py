@@ -76,7 +76,9 @@ class ChatMFS(MFSParams, BaseChatModel):
     itself is chosen by the vote at the end, so its text follows the search in chunks, the
     last marked ``chunk_position="last"`` and carrying the usage and metadata.
 
-    Not supported: multimodal input; guided (constrained) decoding of tool arguments or JSON.
+    Tool calls (Hermes format) and JSON structured output are sampled under a grammar built
+    from their JSON schema (``constrain_actions``, default on; :mod:`mfs_core.tools.grammar`),
+    so they parse and validate by construction. Not supported: multimodal input.
     Concurrent calls (``batch``, ``abatch``, many ``ainvoke``) are decoded together by the
     engine, and async calls never block the event loop.
 
@@ -140,7 +142,8 @@ class ChatMFS(MFSParams, BaseChatModel):
         * ``"any"`` / ``"required"`` / True: only paths that call a tool vote; with the
           Hermes call format (the demo model, Qwen) the prompt ends with the opening of a
           call, ``<tool_call>\n{"name": "``, so every sampled path calls one
-          (:meth:`mfs_core.tools.ToolRequest.forced_opening`); with other formats sampling
+          (:meth:`mfs_core.tools.ToolRequest.forced_opening`), and the call is written
+          under its tools' grammar (``constrain_actions``); with other formats sampling
           is not constrained and a message may come back without a call.
         * a tool name, ``{"type": "function", "function": {"name": ...}}``: only that tool is
           rendered and only paths calling it vote; with the Hermes format the prompt opens
@@ -178,8 +181,9 @@ class ChatMFS(MFSParams, BaseChatModel):
           tools); the call's arguments are the output.
         * ``"json_schema"``: a system instruction asks for one JSON object matching the
           schema; MFS votes over the canonical JSON of each path's last object; the chosen
-          completion's object is the output. Works on any chat template; not guided
-          decoding (the vLLM backend's structured outputs are not used).
+          completion's object is the output. Works on any chat template; with
+          ``constrain_actions`` (default) the whole completion is sampled as one object
+          under the schema's grammar on every backend.
         * ``"json_mode"``: as ``"json_schema"`` with a plain "answer with a JSON object"
           instruction; validated against ``schema`` when one is given.
 
