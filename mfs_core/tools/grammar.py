@@ -72,7 +72,7 @@ def json_value_ebnf(schema: dict[str, Any] | bool) -> str:
         ValueError: xgrammar cannot convert ``schema`` (its message, one line).
     """
     try:
-        return _ebnf(json.dumps(schema, sort_keys=True))
+        return _ebnf(json.dumps(schema))  # property order kept: the grammar writes properties in it
     except GrammarUnavailableError:
         raise
     except Exception as error:  # xgrammar raises RuntimeError / its own types for a bad schema
