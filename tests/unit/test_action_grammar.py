@@ -140,3 +140,13 @@ def test_malformed_grammars_are_refused_in_one_line(tags: tuple[ActionTag, ...],
     with pytest.raises(ValueError) as caught:
         ActionGrammar(tags, trigger)
     assert str(caught.value) == message
+
+
+def test_properties_are_written_in_the_schemas_order(compiler: object) -> None:
+    """The schema's property order is the order the model writes (not sorted: ``name``
+    before ``country`` as a pydantic model declares them)."""
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "country": {"type": "string"}},
+              "required": ["name", "country"]}
+    tag = json.dumps({"type": "structural_tag", "format": {"type": "grammar", "grammar": json_value_ebnf(schema)}})
+    assert accepts(compiler, tag, '{"name": "Paris", "country": "France"}', complete=True)
+    assert not accepts(compiler, tag, '{"country": "France"')
