@@ -11,7 +11,10 @@ from typing import Any, Protocol, runtime_checkable
 
 from mfs_core.types import Continuation, GenerationRequest
 
-__all__ = ["Backend", "BackendOutputError", "ContextWindowError", "GenerateTimeoutError", "warn_unhonoured_choices"]
+__all__ = [
+    "Backend", "BackendOutputError", "ContextWindowError", "GenerateTimeoutError", "warn_unconstrained_grammar",
+    "warn_unhonoured_choices",
+]
 
 
 def warn_unhonoured_choices(backend: Any, requests: Sequence[GenerationRequest], logger: Any) -> None:
@@ -27,6 +30,26 @@ def warn_unhonoured_choices(backend: Any, requests: Sequence[GenerationRequest],
     logger.warning(
         "%s samples without the tool-name constraint (constrain_tool_names): only the transformers "
         "backend honours it; calls to tools that are not bound become invalid calls", type(backend).__name__)
+
+
+def warn_unconstrained_grammar(backend: Any, requests: Sequence[GenerationRequest], logger: Any) -> None:
+    """Log once per ``backend`` that it samples a grammar request without its grammar.
+
+    For the backends that send a request's grammar to vLLM (vLLM, HTTP): they can only send
+    :attr:`~mfs_core.types.RequestGrammar.remote`, a grammar that starts where the prompt
+    ends, and there is none when the prompt ends inside an action's JSON value (a rollout
+    from a step cut there). Such a request is sampled unconstrained; its action is then
+    only checked after parsing (an action that does not parse becomes an invalid call).
+    """
+    if getattr(backend, "_warned_unconstrained_grammar", False):
+        return
+    if not any(r.grammar is not None and r.grammar.remote is None for r in requests):
+        return
+    backend._warned_unconstrained_grammar = True
+    logger.warning(
+        "%s samples a request whose prompt ends inside an action's JSON value without the action grammar "
+        "(constrain_actions): only the transformers backend can continue a grammar from there; such actions "
+        "are checked after parsing", type(backend).__name__)
 
 
 class ContextWindowError(ValueError):

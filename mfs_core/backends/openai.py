@@ -20,6 +20,23 @@ other backends). Log-probs are vLLM's raw ones (its default ``logprobs_mode``); 
 own generation-config defaults (``top_k``, ``repetition_penalty``, ...) still apply unless it
 runs with ``--generation-config vllm``.
 
+Grammars (``GenerationRequest.grammar``, grammar-constrained actions): with
+``vllm_extensions`` a request whose grammar has a
+:attr:`~mfs_core.types.RequestGrammar.remote` form adds
+``"structured_outputs": {"structural_tag": remote}`` to its body, the field vLLM's
+``CompletionRequest`` reads (vLLM >= 0.11; checked on 0.32.0,
+``vllm/entrypoints/openai/completion/protocol.py``; the older ``guided_*`` fields were
+removed in 0.12 and are not sent). It is per request, so every POST of a round (and each
+single-sample POST of a fanned-out request) carries its own request's grammar. The server
+applies it as :class:`~mfs_core.backends.vllm.VLLMBackend` does, so the same caveat holds:
+the log-probs of tokens sampled under the grammar come back renormalised over the tokens
+it allows (not raw; see :mod:`mfs_core.backends.vllm`). A request with no remote grammar
+(its prompt ends inside an action's JSON value) is sent without one, and so is every
+request without ``vllm_extensions`` (other servers take other grammar formats); each case
+is logged once per backend. Requests without a grammar get the body they always got. A
+server older than 0.11 ignores the unknown field (with a log line of its own) and samples
+unconstrained.
+
 Mapping a choice onto a :class:`~mfs_core.types.Continuation`:
 
 * ``logprob_sum`` = the sum of ``logprobs.token_logprobs`` (the API has no cumulative field);
@@ -63,7 +80,7 @@ from urllib.parse import urlsplit
 from pydantic import SecretStr
 
 from mfs_core.backends import _hf
-from mfs_core.backends.base import ContextWindowError, warn_unhonoured_choices
+from mfs_core.backends.base import ContextWindowError, warn_unconstrained_grammar, warn_unhonoured_choices
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, FinishReason, GenerationRequest
 
@@ -337,7 +354,8 @@ class OpenAIBackend:
             config on the meta device, or reports 0 (FLOPs 0, with a warning) when unknown.
         config_source: local directory or cached name holding the model's ``config.json``.
         max_connections: most concurrent requests (and pooled connections) in all.
-        vllm_extensions: send vLLM's ``return_token_ids`` and ``add_special_tokens`` fields.
+        vllm_extensions: send vLLM's ``return_token_ids``, ``add_special_tokens`` and ``structured_outputs``
+            (a request's grammar) fields.
         extra_body: further JSON fields merged into every POST body (e.g. ``{"top_k": 0}``).
         server_n: whether the servers return ``n`` samples per request (:data:`ServerN`):
             ``"yes"`` (vLLM), ``"no"`` (llama.cpp's server, Ollama: a request with ``n`` > 1
@@ -400,6 +418,7 @@ class OpenAIBackend:
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._async_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._warned_tokenizer = False
+        self._warned_no_grammar = False
         self.server_n = server_n
         self._fan_out: bool | None = {"auto": None, "yes": False, "no": True}[server_n]
         self.fanned_out_posts = 0
@@ -664,6 +683,7 @@ class OpenAIBackend:
         self, requests: Sequence[GenerationRequest]
     ) -> list[tuple[int, GenerationRequest, dict[str, Any], int, int | None]]:
         """``(index, request, body, replica, prompt_tokens)`` per request; checks the context window."""
+        self._warn_grammars(requests)
         replicas = assign_replicas(requests, len(self.base_urls))
         window = self.context_window
         jobs = []
@@ -686,9 +706,20 @@ class OpenAIBackend:
                         stop=list(request.stop), seed=request.seed, logprobs=1)
             if self.vllm_extensions:
                 body["return_token_ids"] = True
+                if request.grammar is not None and request.grammar.remote is not None:
+                    body["structured_outputs"] = {"structural_tag": request.grammar.remote}
             body.update(self.extra_body)
             jobs.append((i, request, body, replica, prompt_tokens))
         return jobs
+
+    def _warn_grammars(self, requests: Sequence[GenerationRequest]) -> None:
+        """Log once each that grammar requests go out unconstrained (see the module docstring)."""
+        if self.vllm_extensions:
+            warn_unconstrained_grammar(self, requests, logger)
+        elif not self._warned_no_grammar and any(r.grammar is not None for r in requests):
+            self._warned_no_grammar = True
+            logger.warning("%s sends no grammar (constrain_actions) with vllm_extensions=False: actions are sampled "
+                           "unconstrained and checked after parsing", self.base_urls[0])
 
     def _url(self, replica: int, attempt: int) -> str:
         return self.base_urls[(replica + attempt) % len(self.base_urls)] + "/completions"

@@ -32,6 +32,34 @@ Why each parameter is sent:
   tokens only when the text lacks a leading BOS), so a chat template that writes its own BOS
   does not get a second one and both backends count the same prompt tokens.
 
+Grammars (``GenerationRequest.grammar``, grammar-constrained actions,
+:mod:`mfs_core.tools.grammar`): a request whose grammar has a
+:attr:`~mfs_core.types.RequestGrammar.remote` form gets
+``structured_outputs=StructuredOutputsParams(structural_tag=remote)`` in its
+``SamplingParams`` (vLLM >= 0.11, where ``StructuredOutputsParams`` replaced
+``GuidedDecodingParams``; checked on 0.32.0): vLLM's xgrammar backend compiles the
+structural tag (cached per tag) and runs one matcher per sample, from the first sampled
+token. A request whose prompt ends inside an action's JSON value has no remote grammar
+(``remote`` is None): it is sampled unconstrained, logged once per backend
+(:func:`~mfs_core.backends.base.warn_unconstrained_grammar`). Requests without a grammar
+get exactly the ``SamplingParams`` they got before.
+
+**Log-probs under a grammar are not raw.** vLLM 0.32's model runner
+(``GPUModelRunner.sample_tokens``, inherited by the CPU runner) applies the grammar's
+token bitmask to the logits *in place* (``vllm/v1/structured_output/utils.py:
+apply_grammar_bitmask``, ``xgr.apply_token_bitmask_inplace``: forbidden tokens get -inf)
+*before* it calls the sampler, and the sampler's "raw" log-probs
+(``Sampler.forward``: ``compute_logprobs(logits)`` under ``logprobs_mode="raw_logprobs"``)
+are the log-softmax of those masked logits. So a constrained token's reported log-prob is
+renormalised over the tokens the grammar allows: ``log p(t) - log sum_{allowed} p``, never
+below the raw one, and 0 for a token the grammar forces (the fixed text of an action's
+opening and closing). Every ``logprobs_mode`` (``raw_logits``, ``processed_*``) is computed
+after the mask too, so vLLM has no option that reports pre-mask values for sampled tokens.
+Outside an action (free text of a ``triggered_tags`` grammar) every token is allowed and
+the log-probs are raw. The transformers backend reports raw log-probs under the same
+grammar, so the two backends score constrained actions differently (vLLM's scores are
+higher, by the log of the mass the grammar removed); free-text steps score the same.
+
 Token accounting (identical to the transformers backend): vLLM 0.33 keeps in
 ``CompletionOutput.token_ids`` every sampled token, including the one that completes a stop
 string (``BaseIncrementalDetokenizer.update`` cuts the text before the stop string but only
@@ -58,7 +86,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mfs_core.backends import _hf
-from mfs_core.backends.base import ContextWindowError, warn_unhonoured_choices
+from mfs_core.backends.base import ContextWindowError, warn_unconstrained_grammar, warn_unhonoured_choices
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest
 
@@ -223,6 +251,8 @@ class VLLMBackend:
         model_name: name reported in results.
         sampling_params_cls: the ``SamplingParams`` class (default: ``vllm.SamplingParams``,
             imported on first use).
+        structured_outputs_cls: the ``StructuredOutputsParams`` class of grammar requests
+            (default: ``vllm.sampling_params.StructuredOutputsParams``, imported on first use).
         num_parameters: parameter count for the FLOPs estimate; None counts them from
             ``llm.model_config.hf_config`` on the meta device (0, with a warning, if that fails).
 
@@ -231,11 +261,13 @@ class VLLMBackend:
     """
 
     def __init__(
-        self, llm: Any, model_name: str, *, sampling_params_cls: Any = None, num_parameters: int | None = None
+        self, llm: Any, model_name: str, *, sampling_params_cls: Any = None, num_parameters: int | None = None,
+        structured_outputs_cls: Any = None,
     ) -> None:
         self.llm = llm
         self.model_name = model_name
         self._sampling_params_cls = sampling_params_cls
+        self._structured_outputs_cls = structured_outputs_cls
         self._tokenizer = llm.get_tokenizer()
         self._num_parameters = num_parameters
         self._lock = threading.Lock()
@@ -330,15 +362,38 @@ class VLLMBackend:
         ``top_p`` and ``seed`` are then unused, as in the transformers backend), with ``n=1``:
         vLLM refuses ``n > 1`` under greedy sampling, and the one continuation is repeated
         ``n`` times on the way back (the ``n`` identical ones the transformers backend returns).
+
+        A request with a remote grammar (``request.grammar.remote``) also gets
+        ``structured_outputs=StructuredOutputsParams(structural_tag=remote)``; its log-probs
+        then come back renormalised over the tokens the grammar allows (module docstring).
+
+        Raises:
+            ImportError: a grammar request on a vLLM without ``StructuredOutputsParams`` (< 0.11).
         """
         cls = self._sampling_params_cls
         if cls is None:
             cls = self._sampling_params_cls = _import_vllm().SamplingParams
+        extra: dict[str, Any] = {}
+        if request.grammar is not None and request.grammar.remote is not None:
+            extra["structured_outputs"] = self._structured_outputs()(structural_tag=request.grammar.remote)
         return cls(
             n=1 if request.greedy else request.n, temperature=0.0 if request.greedy else request.temperature,
             top_p=request.top_p,
-            max_tokens=max_tokens, stop=list(request.stop), seed=request.seed, logprobs=0,
+            max_tokens=max_tokens, stop=list(request.stop), seed=request.seed, logprobs=0, **extra,
         )
+
+    def _structured_outputs(self) -> Any:
+        """The ``StructuredOutputsParams`` class (imported on first use)."""
+        if self._structured_outputs_cls is None:
+            _import_vllm()
+            try:
+                from vllm.sampling_params import StructuredOutputsParams
+            except ImportError:
+                msg = ("constrain_actions on the vllm backend needs vLLM >= 0.11 (StructuredOutputsParams); "
+                       "upgrade vLLM or set constrain_actions=False")
+                raise ImportError(msg) from None
+            self._structured_outputs_cls = StructuredOutputsParams
+        return self._structured_outputs_cls
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Continuation]]:
         """Sample all ``requests`` in one ``LLM.generate`` call.
@@ -352,11 +407,13 @@ class VLLMBackend:
             VLLMOutputError: vLLM returned no ``cumulative_logprob``, an unfinished or aborted
                 output, or a different number of outputs than asked.
             RuntimeError: the backend was closed.
+            ImportError: a grammar request on a vLLM without ``StructuredOutputsParams`` (< 0.11).
         """
         if self._closed:
             msg = f"the vLLM backend of {self.model_name!r} is closed"
             raise RuntimeError(msg)
         warn_unhonoured_choices(self, requests, logger)
+        warn_unconstrained_grammar(self, requests, logger)
         if not requests:
             return []
         window = self.context_window

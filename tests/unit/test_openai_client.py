@@ -317,3 +317,46 @@ def test_one_choice_for_n_is_a_single_sample_error_and_seeds_fan_out_distinctly(
     assert groups == [[0, 1, 2], [3]] and backend.fans_out is True and backend.fanned_out_posts == 3
     with pytest.raises(ValueError, match="server_n must be 'auto', 'yes' or 'no', got 'maybe'"):
         OpenAIBackend(["http://127.0.0.1:9/v1"], "m", server_n="maybe")  # type: ignore[arg-type]
+
+
+TAG = '{"type":"structural_tag","format":{"type":"grammar","grammar":"root ::= \\"{}\\""}}'
+
+
+def test_a_grammar_request_carries_structured_outputs_and_others_are_unchanged() -> None:
+    from mfs_core.types import RequestGrammar
+
+    grammar = RequestGrammar(structural_tag="{}", prefix="<tool_call>", remote=TAG, in_action=True)
+    plain = GenerationRequest(prompt="<s>chat", n=4, max_tokens=16, seed=3)
+    (_, _, constrained, _, _), (_, _, free, _, _) = make_backend()._prepare([
+        GenerationRequest(prompt="<s>chat", n=4, max_tokens=16, seed=3, grammar=grammar), plain])
+    assert constrained.pop("structured_outputs") == {"structural_tag": TAG}
+    assert constrained == free  # the same body as without a grammar, plus the one field
+    assert free == make_backend()._prepare([plain])[0][2]
+
+
+def test_fanned_out_posts_keep_their_request_s_grammar() -> None:
+    from mfs_core.types import RequestGrammar
+
+    backend = make_backend(server_n="no")
+    grammar = RequestGrammar(structural_tag="{}", remote=TAG)
+    flat, groups = backend._expand([GenerationRequest(prompt="a", n=3, seed=5, grammar=grammar),
+                                    GenerationRequest(prompt="b", n=2, seed=7)])
+    bodies = [job[2] for job in backend._prepare(flat)]
+    assert groups == [[0, 1, 2], [3, 4]]
+    assert [body.get("structured_outputs") for body in bodies] == [{"structural_tag": TAG}] * 3 + [None] * 2
+
+
+def test_grammars_that_cannot_be_sent_are_said_once(caplog: pytest.LogCaptureFixture) -> None:
+    from mfs_core.types import RequestGrammar
+
+    open_value = RequestGrammar(structural_tag=TAG, prefix='{"value": 1', remote=None)  # inside a JSON value
+    inside = GenerationRequest(prompt="a", grammar=open_value)
+    sendable = GenerationRequest(prompt="a", grammar=RequestGrammar(structural_tag=TAG, remote=TAG))
+    with caplog.at_level("WARNING", logger="mfs_core.backends.openai"):
+        vllm_server, other_server = make_backend(), make_backend(vllm_extensions=False)
+        bodies = [job[2] for backend in (vllm_server, vllm_server, other_server, other_server)
+                  for job in backend._prepare([inside, sendable])]
+    assert [("structured_outputs" in body) for body in bodies] == [False, True, False, True, False, False, False, False]
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("without the action grammar" in m for m in messages) == 1
+    assert sum("with vllm_extensions=False" in m for m in messages) == 1

@@ -456,3 +456,47 @@ def test_engine_makes_one_llm_generate_call_per_round() -> None:
     # Both decodes share every round: each call holds requests of both prompts.
     assert all(len({tuple(p["prompt_token_ids"][:12]) for p in call["prompts"]}) == 2 for call in llm.calls)
     assert results[0].flops == 6.0 * results[0].output_tokens * 1000
+
+
+@dataclass
+class StandInStructuredOutputsParams:
+    """vLLM 0.32.0 ``StructuredOutputsParams`` (``vllm/sampling_params.py``) input fields and defaults."""
+
+    json: Any = None
+    regex: str | None = None
+    choice: list[str] | None = None
+    grammar: str | None = None
+    json_object: bool | None = None
+    disable_any_whitespace: bool = False
+    disable_additional_properties: bool = False
+    whitespace_pattern: str | None = None
+    structural_tag: str | None = None
+
+
+TAG = '{"type":"structural_tag","format":{"type":"grammar","grammar":"root ::= \\"{}\\""}}'
+
+
+def test_a_grammar_request_is_sent_with_its_structural_tag() -> None:
+    from mfs_core.types import RequestGrammar
+
+    backend, llm = make_backend(structured_outputs_cls=StandInStructuredOutputsParams)
+    grammar = RequestGrammar(structural_tag="{}", prefix="<tool_call>", remote=TAG, in_action=True)
+    backend.generate([GenerationRequest(prompt="a", n=2, seed=1, grammar=grammar), GenerationRequest(prompt="b")])
+    constrained, free = llm.calls[0]["params"]
+    assert constrained.structured_outputs == StandInStructuredOutputsParams(structural_tag=TAG)
+    assert (constrained.n, constrained.seed, constrained.logprobs) == (2, 1, 0)
+    assert free.structured_outputs is None  # a request without a grammar gets the params it always got
+
+
+def test_a_grammar_without_a_remote_form_is_sampled_free_and_said_once(caplog: pytest.LogCaptureFixture) -> None:
+    from mfs_core.types import RequestGrammar
+
+    backend, llm = make_backend(structured_outputs_cls=StandInStructuredOutputsParams)
+    open_value = RequestGrammar(structural_tag=TAG, prefix='{"value": 1', remote=None)  # inside a JSON value
+    inside = GenerationRequest(prompt="a", grammar=open_value)
+    with caplog.at_level("WARNING", logger="mfs_core.backends.vllm"):
+        backend.generate([inside])
+        backend.generate([inside])
+    assert llm.calls[0]["params"][0].structured_outputs is None
+    warned = [r for r in caplog.records if "without the action grammar" in r.getMessage()]
+    assert len(warned) == 1 and "VLLMBackend" in warned[0].getMessage()
