@@ -237,8 +237,9 @@ class MFSSettings(BaseSettings):
         default=True,
         description="Sample tool calls' arguments and structured output under a grammar built from their JSON "
         "schema (xgrammar structural tags; every backend: transformers through xgrammar's matcher, vLLM and its "
-        "server through structured outputs), so every action parses and validates; reported log-probs stay the "
-        "model's raw ones. Needs the xgrammar package. False: sample them free and parse afterwards.",
+        "server through structured outputs), so every action parses and validates. Log-probs of constrained tokens "
+        "stay raw on transformers; vLLM and its server report them renormalised over the tokens the grammar "
+        "allows (docs/backends.md). Needs the xgrammar package. False: sample them free and parse afterwards.",
     )
     answer_trigger: str | None = Field(
         default=None,

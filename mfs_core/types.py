@@ -107,7 +107,8 @@ class GenerationRequest:
             reported unchanged); the vLLM and HTTP backends ignore it.
         grammar: a :class:`RequestGrammar` the continuation keeps to, or None. Honoured by
             every backend (transformers: xgrammar's matcher, raw log-probs reported; vLLM:
-            structured outputs; HTTP: the server's ``structured_outputs`` field).
+            structured outputs; HTTP: the server's ``structured_outputs`` field; both
+            report the constrained tokens' log-probs renormalised over the allowed tokens).
     """
 
     prompt: str

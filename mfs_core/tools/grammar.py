@@ -23,9 +23,15 @@ JSON values are written with ``", "`` and ``": "`` between items and no other wh
 from ``xgrammar.Grammar.from_json_schema(schema, any_whitespace=False, separators=(", ",
 ": "))``, the style the demo model and most chat models write.
 
-The log-probs a backend reports stay the model's raw ones (the mask changes what is
-sampled, not how it is scored): a path's ``F`` is its raw likelihood, so a forced token the
-model found unlikely lowers it as it would unconstrained.
+What the mask does to the log-probs that score a path (``F``) depends on the backend. The
+transformers backend reports the raw ones (the mask changes what is sampled, not how it is
+scored): a forced token the model found unlikely lowers ``F`` as it would unconstrained.
+vLLM (in process or served) applies the grammar's bitmask to the logits before its sampler
+computes log-probs, so a constrained token comes back as ``log p(t) - log sum_allowed p``:
+never below the raw value, 0 where the grammar allows one token (no ``logprobs_mode``
+gives the values before the mask). Free text outside an action is scored the same on all
+backends; only the actions' own tokens differ, so on vLLM ``F`` is higher for paths whose
+action the grammar steered.
 """
 
 from __future__ import annotations
