@@ -101,8 +101,8 @@ class CallPlan:
                 break
         where = f"message {first} ({messages[first - 1].get('role')}) is the first that does not fit" if first else (
             f"the last message ({messages[-1].get('role') if messages else 'none'}) does not fit")
-        return (f"the chat history does not fit the context window: its {len(messages)} messages render to {tokens} "
-                f"tokens and model {engine.backend.model_name!r} takes fewer than {window}; {where}; shorten or "
+        return (f"the chat history of {len(messages)} messages renders to {tokens} tokens, which does not fit the "
+                f"context window of {window} tokens of model {engine.backend.model_name!r}; {where}; shorten or "
                 f"summarise the history")
 
     def parse(self, text: str) -> ParsedOutput:

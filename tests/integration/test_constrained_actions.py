@@ -154,6 +154,7 @@ def test_a_history_past_the_context_window_fails_once_before_any_decode(engine: 
         ChatMFS(**SEARCH).invoke([*history, HumanMessage(QUESTION)])
     message = str(caught.value)
     print(message)
-    assert "\n" not in message and f"its {len(history) + 1} messages render to" in message
-    assert f"takes fewer than {window}" in message and "is the first that does not fit" in message
+    assert "\n" not in message and f"the chat history of {len(history) + 1} messages renders to" in message
+    assert f"which does not fit the context window of {window} tokens" in message
+    assert "is the first that does not fit" in message
     assert engine.backend.prefill_stats.calls == calls_before  # no decode was started
