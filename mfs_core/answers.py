@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = [
-    "AnswerExtractor", "Vote", "arithmetic_value", "extract_answer", "extract_boxed", "extract_option", "majority_vote",
-    "normalize_answer", "parse_options",
+    "AnswerExtractor", "OptionAnswer", "Vote", "arithmetic_value", "extract_answer", "extract_boxed", "extract_option",
+    "majority_vote", "normalize_answer", "parse_options",
 ]
 
 AnswerExtractor = Callable[[str], "str | None"]
@@ -201,6 +201,53 @@ def extract_option(text: str, letters: str = "ABCD", options: Mapping[str, str] 
         if found.group(1).upper() in letters:
             choices.append((found.start(), found.group(1).upper()))
     return max(choices)[1] if choices else None
+
+
+@dataclass(frozen=True)
+class OptionAnswer:
+    """The answer key of a multiple-choice question: a path's answer is the option it chooses.
+
+    Called on a completed path, it gives the option label the path chooses
+    (:func:`extract_option` with the question's labels and texts), or None. Passed as a
+    decode's ``answer_key`` (``MFSEngine.decode_prompts(..., answer_key=...)``, and ``mfs
+    bench`` on ARC-C, ReClor and LogiQA), the vote groups paths by option, and the answer
+    trigger (``MFSSettings.answer_trigger``) asks every path that chooses none, then lets the
+    model write only one of :attr:`answer_choices` after the trigger (a grammar, honoured by
+    every backend), so each such path ends with a label.
+
+    Attributes:
+        options: the question's options by label, in order (``{"A": "text", ...}``, from
+            :func:`parse_options`); at least two.
+
+    Raises:
+        ValueError: fewer than two options, or a label that is not one character of
+            ``A-J`` or ``1-9``.
+    """
+
+    options: Mapping[str, str]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "options", dict(self.options))
+        bad = [label for label in self.options if not re.fullmatch(r"[A-J1-9]", label)]
+        if len(self.options) < 2 or bad:
+            msg = (f"options must have at least two labels, each one of A-J or 1-9, "
+                   f"got {list(self.options)!r}")
+            raise ValueError(msg)
+
+    @classmethod
+    def from_question(cls, question: str) -> OptionAnswer | None:
+        """The answer key of ``question``'s options (:func:`parse_options`); None when it lists none."""
+        options = parse_options(question)
+        return cls(options) if options else None
+
+    @property
+    def answer_choices(self) -> tuple[str, ...]:
+        """The option labels, in order (``("A", "B", "C", "D")``): what may follow the answer trigger."""
+        return tuple(self.options)
+
+    def __call__(self, text: str) -> str | None:
+        """The label of the option ``text`` chooses, or None (:func:`extract_option`)."""
+        return extract_option(text, "".join(self.options), self.options)
 
 
 def extract_answer(text: str, options: str | None = None) -> str | None:

@@ -29,7 +29,7 @@ from typing import Any
 from mfs_core.answers import AnswerExtractor
 from mfs_core.backends import Backend, create_backend
 from mfs_core.backends.base import BackendOutputError, GenerateTimeoutError
-from mfs_core.decoders import Decoder, get_decoder
+from mfs_core.decoders import SELECTING_DECODERS, Decoder, get_decoder
 from mfs_core.decoders.common import step_sink
 from mfs_core.events import EventCallback, StepEvent, StopEvent, committed_prefix
 from mfs_core.prompts import render_messages, render_question, validate_question
@@ -170,6 +170,19 @@ def _with_grammar(decoder: Decoder, grammar: Any, anchor: str) -> Decoder:
         return stop.value
     finally:
         decoder.close()
+
+
+def _check_answer_key(method: str, factory: Any, answer_key: AnswerExtractor | None) -> None:
+    """Raise ValueError when decoder ``method`` cannot take ``answer_key`` (see ``submit_prompts``)."""
+    if answer_key is None:
+        return
+    parameters = inspect.signature(factory).parameters
+    takes_key = "answer_key" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+    reads_only = method in SELECTING_DECODERS and not getattr(answer_key, "answer_choices", None)
+    if not takes_key or reads_only:
+        why = "it chooses its completion without a vote" if takes_key else "it takes no answer_key"
+        msg = f"decoder {method!r} cannot vote over actions ({why}); use 'mfs', 'sc' or 'cot'"
+        raise ValueError(msg)
 
 
 def check_outputs(requests: Sequence[GenerationRequest], outputs: object) -> list[list[Continuation]]:
@@ -502,7 +515,7 @@ class MFSEngine:
         settings: MFSSettings | None = None,
         method: str = "mfs",
         on_event: EventCallback | None = None,
-        answer_key: AnswerExtractor | None = None,
+        answer_key: AnswerExtractor | Sequence[AnswerExtractor | None] | None = None,
         triggered_choice: TriggeredChoice | None = None,
     ) -> list[DecodeFuture]:
         """Start decoding already-rendered model ``prompts``; one future per prompt.
@@ -518,7 +531,10 @@ class MFSEngine:
                 event loop). None (default) costs nothing. Events never change the
                 batching: the same backend calls, the same results.
             answer_key: what the final vote groups completed paths by (default: the
-                extracted answer); :class:`mfs_core.tools.ActionVote` votes over actions.
+                extracted answer); :class:`mfs_core.tools.ActionVote` votes over actions,
+                :class:`mfs_core.answers.OptionAnswer` over a multiple-choice question's
+                options (and keeps the answer trigger to its labels; φ takes only this one).
+                One key for every prompt, or a list of P keys (None: the default), one per prompt.
             triggered_choice: a constraint added to every generation request of these
                 decodes (:class:`~mfs_core.types.TriggeredChoice`); default: the
                 ``answer_key``'s ``triggered_choice`` attribute when it has one (an
@@ -528,38 +544,41 @@ class MFSEngine:
             ``settings.generate_timeout`` (seconds; None: no limit).
 
         Raises:
-            ValueError / TypeError: an empty prompt list or prompt, an unknown method, or an
-                ``answer_key`` for a decoder that takes none (the message names it).
+            ValueError / TypeError: an empty prompt list or prompt, an unknown method, a list
+                of answer keys whose length is not P, an ``answer_key`` for a decoder that
+                takes none, or an action vote for φ
+                (:data:`~mfs_core.decoders.SELECTING_DECODERS`; the message names it).
         """
         settings = settings or self.settings
         factory = get_decoder(method)
-        if answer_key is not None:
-            parameters = inspect.signature(factory).parameters
-            if "answer_key" not in parameters and not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
-                msg = f"decoder {method!r} cannot vote over actions (it takes no answer_key); use 'mfs', 'sc' or 'cot'"
-                raise ValueError(msg)
-            factory = functools.partial(factory, answer_key=answer_key)
         if isinstance(prompts, str) or not isinstance(prompts, Sequence):
             msg = f"prompts must be a list of strings, got {type(prompts).__name__}"
             raise TypeError(msg)
         if not prompts:
             msg = "prompts must not be empty, got []"
             raise ValueError(msg)
+        keys = list(answer_key) if isinstance(answer_key, (list, tuple)) else [answer_key] * len(prompts)
+        if len(keys) != len(prompts):
+            msg = f"answer_key must be one key or one per prompt ({len(prompts)}), got {len(keys)}"
+            raise ValueError(msg)
+        for key in keys:
+            _check_answer_key(method, factory, key)
         for prompt in prompts:
             validate_question(prompt)
         listeners = None
         if on_event is not None:
             listeners = [_Listener(i, on_event, settings.step_delimiter) for i in range(len(prompts))]
-        if triggered_choice is None:
-            triggered_choice = getattr(answer_key, "triggered_choice", None)
-        action_grammar = getattr(answer_key, "action_grammar", None)
-        decoders = [factory(prompt, settings) for prompt in prompts]
-        if triggered_choice is not None:
-            decoders = [_with_choice(decoder, triggered_choice) for decoder in decoders]
-        if action_grammar is not None:
-            opening = len(getattr(answer_key, "opening", ""))
-            decoders = [_with_grammar(decoder, action_grammar, prompt[:len(prompt) - opening])
-                        for decoder, prompt in zip(decoders, prompts)]
+        decoders = []
+        for prompt, key in zip(prompts, keys):
+            decoder = factory(prompt, settings) if key is None else factory(prompt, settings, answer_key=key)
+            choice = triggered_choice if triggered_choice is not None else getattr(key, "triggered_choice", None)
+            if choice is not None:
+                decoder = _with_choice(decoder, choice)
+            action_grammar = getattr(key, "action_grammar", None)
+            if action_grammar is not None:
+                opening = len(getattr(key, "opening", ""))
+                decoder = _with_grammar(decoder, action_grammar, prompt[:len(prompt) - opening])
+            decoders.append(decoder)
         return self._scheduler.submit(decoders, listeners, timeout=settings.generate_timeout)
 
     def stream_prompts(
@@ -568,7 +587,7 @@ class MFSEngine:
         *,
         settings: MFSSettings | None = None,
         method: str = "mfs",
-        answer_key: AnswerExtractor | None = None,
+        answer_key: AnswerExtractor | Sequence[AnswerExtractor | None] | None = None,
         triggered_choice: TriggeredChoice | None = None,
     ) -> DecodeStream:
         """Start decoding ``prompts`` and return their events as they happen.
@@ -602,7 +621,7 @@ class MFSEngine:
         method: str = "mfs",
         on_event: EventCallback | None = None,
         timeout: float | None = None,
-        answer_key: AnswerExtractor | None = None,
+        answer_key: AnswerExtractor | Sequence[AnswerExtractor | None] | None = None,
         triggered_choice: TriggeredChoice | None = None,
     ) -> list[DecodeResult]:
         """Decode already-rendered model ``prompts`` together; blocks until all are done.

@@ -23,7 +23,7 @@ from typing import Any
 
 from mfs_core.bench.datasets import Dataset, Example
 from mfs_core.bench.prompts import render_example
-from mfs_core.bench.scoring import score_completions, score_text
+from mfs_core.bench.scoring import answer_key, score_completions, score_text
 from mfs_core.decoders import DECODERS
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import MFSSettings
@@ -296,7 +296,9 @@ def _run_method(engine: MFSEngine, method: BenchMethod, settings: MFSSettings, k
     while pending or flight:
         batch = [pending.pop() for _ in range(min(len(pending), concurrency - len(flight)))]
         if batch:  # one submission, so the engine starts them in the same round
-            futures = engine.submit_prompts([prompts[ex.index] for ex in batch], settings=settings, method=method.decoder)
+            keys = [answer_key(kind, ex.question) for ex in batch]  # multiple choice: votes by its options
+            futures = engine.submit_prompts([prompts[ex.index] for ex in batch], settings=settings,
+                                            method=method.decoder, answer_key=keys)
             flight.update(zip(futures, batch))
         finished, _ = wait(list(flight), return_when=FIRST_COMPLETED)
         for future in sorted(finished, key=lambda f: flight[f].index):

@@ -27,11 +27,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mfs_core.answers import extract_boxed, extract_option, majority_vote, parse_options
+from mfs_core.answers import OptionAnswer, extract_boxed, extract_option, majority_vote, parse_options
 
 __all__ = [
     "KINDS",
     "Verdict",
+    "answer_key",
     "extract_prediction",
     "is_correct",
     "latex_to_number",
@@ -187,6 +188,19 @@ def _math_answer(text: str) -> str | None:
     content = text.split("answer is:")[-1] if "answer is:" in text else text[-100:]
     value = _lenient_number(content.split("<end_of_reasoning>")[0])
     return _format_number(value) if value is not None else None
+
+
+def answer_key(kind: str, question: str) -> OptionAnswer | None:
+    """The answer key a decode of ``question`` votes by: for a multiple-choice kind (GPQA,
+    ARC, ReClor, LogiQA) the question's :class:`~mfs_core.answers.OptionAnswer` (paths
+    grouped by the option they choose, the answer trigger kept to its labels); None (the
+    engine's extracted answer) for the others or a question that lists no options.
+
+    Raises:
+        ValueError: unknown ``kind``.
+    """
+    _check_kind(kind)
+    return OptionAnswer.from_question(question) if kind in _LETTERS else None
 
 
 def extract_prediction(kind: str, text: str, target: object = None, question: str | None = None) -> str | None:

@@ -14,7 +14,7 @@ from mfs_core.decoders.mfs import decode_mfs
 from mfs_core.decoders.phi import decode_phi, decode_phi_release
 from mfs_core.settings import MFSSettings
 
-__all__ = ["DECODERS", "Decoder", "DecoderFactory", "get_decoder"]
+__all__ = ["DECODERS", "SELECTING_DECODERS", "Decoder", "DecoderFactory", "get_decoder"]
 
 DecoderFactory = Callable[[str, MFSSettings], Decoder]
 
@@ -31,6 +31,11 @@ DECODERS: dict[str, DecoderFactory] = {
     "mfs-reuse-only": with_overrides(decode_mfs, "mfs-reuse-only", share_foresight=False, reuse_rollouts=True),
     "mfs-share-reuse": with_overrides(decode_mfs, "mfs-share-reuse", share_foresight=True, reuse_rollouts=True),
 }
+
+SELECTING_DECODERS = frozenset({"phi", "phi-release"})
+"""Decoders that choose their final completion by their own rule, not by a vote: their
+``answer_key`` only reads the completions' answers (a multiple-choice
+:class:`~mfs_core.answers.OptionAnswer`); an action vote is refused (``MFSEngine.submit_prompts``)."""
 
 
 def get_decoder(method: str) -> DecoderFactory:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -14,7 +15,10 @@ import numpy as np
 
 from mfs_core.answers import AnswerExtractor, extract_answer, majority_vote
 from mfs_core.settings import MFSSettings
-from mfs_core.types import Continuation, DecodeResult, GenerationRequest, StepTrace
+from mfs_core.types import Continuation, DecodeResult, GenerationRequest, RequestGrammar, StepTrace
+
+logger = logging.getLogger(__name__)
+_warned_no_grammar = False  # the missing-xgrammar warning of the answer trigger is logged once
 
 __all__ = [
     "MAX_BLANK_LINES", "Decoder", "ask_for_answers", "StepSink", "TokenTally", "decode_rng", "finish_result", "is_blank_step",
@@ -156,13 +160,20 @@ def ask_for_answers(
 ) -> Generator[list[GenerationRequest], list[list[Continuation]], tuple[list[str], list[bool]]]:
     """Read an answer from each completed path that states none, after ``settings.answer_trigger``.
 
-    Kojima et al. (2022)'s answer trigger: a path whose answer ``extract_answer`` cannot read
-    (a pretrained model that loops to ``max_answer_tokens`` or stops without a conclusion)
-    gets ``answer_trigger`` appended and up to ``answer_trigger_tokens`` greedy tokens, stopped
-    at the step delimiter or the end marker, in one round for all such paths. Greedy, so the
+    Kojima et al. (2022)'s answer trigger: a path whose answer cannot be read (a pretrained
+    model that loops to ``max_answer_tokens`` or stops without a conclusion) gets
+    ``answer_trigger`` appended and up to ``answer_trigger_tokens`` greedy tokens, stopped at
+    the step delimiter or the end marker, in one round for all such paths. Greedy, so the
     decode's random stream is untouched: the search is the same with the trigger on or off.
-    With the trigger off (None), with tools bound (``answer_key`` given: the vote is over
-    actions) or when every path states an answer, no request is made.
+
+    What counts as stating an answer is :func:`~mfs_core.answers.extract_answer`, or the
+    ``answer_key`` when it has ``answer_choices`` (a multiple-choice question's
+    :class:`~mfs_core.answers.OptionAnswer`): a path that chooses no option is asked, and
+    after the trigger the model may write only one of the labels (``" A"``, ...; a grammar,
+    :func:`~mfs_core.tools.grammar.choice_grammar`, sampled free with a warning when
+    ``xgrammar`` is missing). With the trigger off (None), with any other ``answer_key``
+    (tools bound: the vote is over actions) or when every path states an answer, no request
+    is made.
 
     Args:
         prompt: the rendered model prompt the paths continue.
@@ -177,17 +188,20 @@ def ask_for_answers(
         trigger is off).
     """
     texts = list(completions)
-    if settings.answer_trigger is None or answer_key is not None:
+    choices = getattr(answer_key, "answer_choices", None) if answer_key is not None else None
+    if settings.answer_trigger is None or (answer_key is not None and not choices):
         return texts, []
-    todo = [i for i, text in enumerate(texts) if extract_answer(text) is None]
+    key = answer_key if answer_key is not None else extract_answer
+    todo = [i for i, text in enumerate(texts) if key(text) is None]
     triggered = [i in todo for i in range(len(texts))]
     if not todo:
         return texts, triggered
+    grammar = _choice_grammar(settings.answer_trigger, choices) if choices else None
     requests = [
         GenerationRequest(
             prompt=prompt + texts[i] + settings.answer_trigger, n=1, max_tokens=settings.answer_trigger_tokens,
             stop=(settings.step_delimiter, settings.end_marker), temperature=settings.temperature,
-            top_p=settings.top_p, seed=settings.seed, greedy=True,
+            top_p=settings.top_p, seed=settings.seed, greedy=True, grammar=grammar,
         )
         for i in todo
     ]
@@ -196,6 +210,23 @@ def ask_for_answers(
     for i, conts in zip(todo, outputs):
         texts[i] = texts[i] + settings.answer_trigger + conts[0].text
     return texts, triggered
+
+
+def _choice_grammar(trigger: str, labels: Sequence[str]) -> RequestGrammar | None:
+    """The grammar of an option label after ``trigger`` (a space first unless the trigger ends
+    in whitespace), or None, logged once, when ``xgrammar`` is not installed."""
+    from mfs_core.tools.grammar import choice_grammar, grammar_available
+
+    if not grammar_available():
+        global _warned_no_grammar
+        if not _warned_no_grammar:
+            _warned_no_grammar = True
+            logger.warning("the answer trigger samples the option label unconstrained: "
+                           "pip install 'mfs-decoding[grammar]' to keep it to the question's labels")
+        return None
+    space = "" if trigger[-1:].isspace() else " "
+    return choice_grammar([space + label for label in labels])
+
 
 
 @dataclass

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mfs_core.answers import extract_answer
+from mfs_core.answers import AnswerExtractor, extract_answer
 from mfs_core.decoders.common import (
     Decoder,
     TokenTally,
@@ -178,7 +178,9 @@ def _draw(weights: np.ndarray, k: int, rng: np.random.Generator) -> list[int]:
     return [int(i) for i in rng.choice(len(w), size=min(k, len(w)), replace=False, p=w / w.sum())]
 
 
-def decode_phi(prompt: str, settings: MFSSettings, config: PhiConfig | None = None) -> Decoder:
+def decode_phi(
+    prompt: str, settings: MFSSettings, config: PhiConfig | None = None, answer_key: AnswerExtractor | None = None
+) -> Decoder:
     """Decode one prompt with φ-Decoding (see the module docstring for the algorithm).
 
     Args:
@@ -188,6 +190,10 @@ def decode_phi(prompt: str, settings: MFSSettings, config: PhiConfig | None = No
             release's 0.1), ``max_step_tokens``, ``max_answer_tokens``, ``step_delimiter``,
             ``end_marker``, ``seed``.
         config: the release's other constants (default :class:`PhiConfig`).
+        answer_key: what the completions' answers are read by (default: the extracted
+            answer); φ chooses its final completion by its own rule, not by a vote, so the key
+            only names the answers and says which paths the answer trigger asks (a
+            multiple-choice :class:`~mfs_core.answers.OptionAnswer`).
 
     Yields:
         Lists of generation requests; expects the matching continuations sent back.
@@ -291,8 +297,9 @@ def decode_phi(prompt: str, settings: MFSSettings, config: PhiConfig | None = No
     advantages = [q - beam.value for q, beam in zip(qualities, beams)]
     index = _choose_final(responses, advantages, s, c, rng)
     # A path that states no answer is asked for one (settings.answer_trigger; off by default).
-    completions, triggered = yield from ask_for_answers(prompt, completions, s, tally)
-    answers = [extract_answer(text) for text in completions]
+    completions, triggered = yield from ask_for_answers(prompt, completions, s, tally, answer_key)
+    key = answer_key if answer_key is not None else extract_answer
+    answers = [key(text) for text in completions]
     answer = answers[index]
     share = sum(a == answer for a in answers) / len(answers) if answer is not None else 0.0
     return DecodeResult(
@@ -303,9 +310,9 @@ def decode_phi(prompt: str, settings: MFSSettings, config: PhiConfig | None = No
     )
 
 
-def decode_phi_release(prompt: str, settings: MFSSettings) -> Decoder:
+def decode_phi_release(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor | None = None) -> Decoder:
     """φ-Decoding exactly as released: finished steps do not close their beam (``method="phi-release"``)."""
-    result = yield from decode_phi(prompt, settings, PhiConfig(close_finished=False))
+    result = yield from decode_phi(prompt, settings, PhiConfig(close_finished=False), answer_key)
     return dataclasses.replace(result, method="phi-release")
 
 

@@ -37,13 +37,15 @@ action the grammar steered.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from mfs_core.types import RequestGrammar
 
-__all__ = ["ActionGrammar", "ActionTag", "GrammarUnavailableError", "json_value_ebnf"]
+__all__ = ["ActionGrammar", "ActionTag", "GrammarUnavailableError", "choice_grammar", "grammar_available", "json_value_ebnf"]
 
 _DECODER = json.JSONDecoder()
 
@@ -139,6 +141,37 @@ def _after_json(text: str) -> str | None:
 
 def _structural(fmt: dict[str, Any]) -> str:
     return json.dumps({"type": "structural_tag", "format": fmt}, separators=(",", ":"))
+
+
+def grammar_available() -> bool:
+    """Whether the ``xgrammar`` package (the ``grammar`` extra) is installed."""
+    return importlib.util.find_spec("xgrammar") is not None
+
+
+def choice_grammar(choices: Sequence[str]) -> RequestGrammar:
+    """A grammar under which a request writes exactly one of ``choices``, then ends.
+
+    For the answer trigger of a multiple-choice question (``choices`` such as ``(" A", " B",
+    " C", " D")``, :func:`mfs_core.decoders.common.ask_for_answers`): the grammar starts where
+    the prompt ends, so it is both :attr:`RequestGrammar.structural_tag` and ``remote`` and
+    every backend honours it (vLLM reports the renormalised log-probs, see the module
+    docstring).
+
+    Args:
+        choices: the allowed continuations (non-empty strings, at least one).
+
+    Returns:
+        The :class:`~mfs_core.types.RequestGrammar`, with an empty ``prefix``.
+
+    Raises:
+        ValueError: no choices, or an empty one.
+    """
+    if not choices or not all(choices):
+        msg = f"choices must be non-empty strings, at least one, got {list(choices)!r}"
+        raise ValueError(msg)
+    elements = [{"type": "const_string", "value": choice} for choice in choices]
+    tag = _structural(elements[0] if len(elements) == 1 else {"type": "or", "elements": elements})
+    return RequestGrammar(structural_tag=tag, remote=tag)
 
 
 @dataclass(frozen=True)

@@ -113,3 +113,20 @@ def test_greedy_gsm8k_states_a_number_never_an_expression(smollm2: TransformersB
     result = MFSEngine(smollm2, settings).decode_prompts([prompt], method="cot")[0]
     assert result.answer is not None and result.answer == extract_answer(result.text)
     assert re.fullmatch(r"-?\d+(?:\.\d+)?", result.answer), result.answer  # a number: no operator, no word
+
+
+def test_a_multiple_choice_trigger_makes_the_model_name_one_of_the_options(smollm2: TransformersBackend) -> None:
+    from mfs_core.bench.prompts import render_example
+    from mfs_core.bench.scoring import answer_key, extract_prediction
+
+    example = _example("arc-c", ARC_QUESTION)
+    key = answer_key(example.kind, example.question)
+    assert key is not None and key.answer_choices == ("A", "B", "C", "D")
+    # 32 tokens end the path mid-reasoning, before it chooses: the trigger asks it, under the grammar
+    settings = MFSSettings(model=SMOLLM2, max_answer_tokens=32, seed=0, answer_trigger=TRIGGER)
+    prompt = render_example(example, smollm2, settings)
+    result = MFSEngine(smollm2, settings).decode_prompts([prompt], method="cot", answer_key=key)[0]
+    assert result.completion_triggered == [True]
+    stated = result.text.rsplit(TRIGGER, 1)[1]
+    assert stated in (" A", " B", " C", " D") and result.answer == stated.strip()
+    assert extract_prediction(example.kind, result.text, example.target, example.question) == result.answer

@@ -78,3 +78,16 @@ def test_log_probs_under_a_grammar_are_renormalised_not_raw(
         assert matcher.accept_token(token)
     assert cont.logprob_sum == pytest.approx(renormalised, abs=1e-3 * cont.num_tokens)
     assert cont.logprob_sum > raw + 1.0  # far above the raw log-prob of the same tokens
+
+
+def test_the_answer_triggers_choice_of_labels_is_honoured(vllm_backend: VLLMBackend, http_engine: MFSEngine) -> None:
+    """A multiple-choice answer trigger's grammar (:func:`~mfs_core.tools.grammar.choice_grammar`):
+    whatever the demo model would write, both vLLM paths write exactly one label, then stop."""
+    from mfs_core.tools.grammar import choice_grammar
+
+    labels = (" A", " B", " C", " D")
+    prompt = vllm_backend.apply_chat_template([{"role": "user", "content": "Tom has 3 apples."}]) + "The answer is:"
+    request = GenerationRequest(prompt=prompt, max_tokens=16, greedy=True, grammar=choice_grammar(labels))
+    for backend in (vllm_backend, http_engine.backend):
+        [[cont]] = backend.generate([request])
+        assert cont.text in labels and cont.finish_reason in ("eos", "stop"), (type(backend).__name__, cont)
