@@ -9,7 +9,10 @@ or an "answer is" statement; the release's GSM8K scorer would read the last numb
 text, so it parses nearly everything and says nothing here). Each completion is checked
 twice: as the model wrote it (``raw``), and after the answer trigger
 (``MFSSettings.answer_trigger``, on by default here) asked the paths that stated nothing;
-the trigger is greedy and comes after the search, so one run gives both. The table gives,
+the trigger is greedy and comes after the search, so one run gives both. A multiple-choice
+question is decoded with its option key (:func:`mfs_core.bench.scoring.answer_key`, as ``mfs
+bench`` does; ``--no-option-key`` turns it off): the trigger then asks every path that
+chooses no option, and the model may write only one of the question's labels after it. The table gives,
 per (set, method): completions, both parse rates (95% Wilson intervals), accuracy of the
 decode's answer (95% interval, with the trigger), mean output tokens per question and
 seconds per question. Accuracy is reported whatever it is: a 135M model is near chance on
@@ -41,7 +44,7 @@ from mfs_core.bench.datasets import Example, load_dataset
 from mfs_core.bench.prompts import render_example
 from mfs_core.bench.report import wilson_interval
 from mfs_core.bench.runner import score_result
-from mfs_core.bench.scoring import extract_prediction
+from mfs_core.bench.scoring import answer_key, extract_prediction
 
 
 def _share(count: int, total: int) -> dict[str, float]:
@@ -49,12 +52,21 @@ def _share(count: int, total: int) -> dict[str, float]:
     return {"count": count, "total": total, "share": count / total, "low": low, "high": high}
 
 
-def measure(engine: MFSEngine, dataset: str, method: str, questions: int, data_dir: Path | None) -> dict[str, Any]:
-    """Decode the first ``questions`` of ``dataset`` with ``method``; parse rates and accuracy."""
+def measure(engine: MFSEngine, dataset: str, method: str, questions: int, data_dir: Path | None,
+            option_key: bool = True) -> dict[str, Any]:
+    """Decode the first ``questions`` of ``dataset`` with ``method``; parse rates and accuracy.
+
+    ``option_key``: a multiple-choice question is decoded with its
+    :class:`~mfs_core.answers.OptionAnswer` (as ``mfs bench`` does), so the answer trigger asks
+    every path that chooses no option and keeps its continuation to the labels; False: the
+    plain answer key (the trigger then asks only paths with no answer of any kind, and the
+    model writes freely after it).
+    """
     data = load_dataset(dataset, data_dir=data_dir, limit=questions)
     prompts = [render_example(example, engine.backend, engine.settings) for example in data.examples]
+    keys = [answer_key(data.kind, example.question) if option_key else None for example in data.examples]
     start = time.perf_counter()
-    results = engine.decode_prompts(prompts, method=method)
+    results = engine.decode_prompts(prompts, method=method, answer_key=keys)
     seconds = time.perf_counter() - start
     trigger = engine.settings.answer_trigger
     total, parsed, raw_parsed, correct, samples, unparsed, decodes = 0, 0, 0, 0, [], [], []
@@ -103,6 +115,8 @@ def main() -> None:
     parser.add_argument("--num-rollouts", type=int, default=4)
     parser.add_argument("--max-answer-tokens", type=int, default=512)
     parser.add_argument("--answer-trigger", default="\nThe answer is:", help="'' turns it off")
+    parser.add_argument("--option-key", action=argparse.BooleanOptionalAction, default=True,
+                        help="decode multiple-choice questions with their option key (as mfs bench does)")
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=Path("bench-results/real-model-formats.json"))
     args = parser.parse_args()
@@ -115,10 +129,11 @@ def main() -> None:
     with MFSEngine.from_settings(settings) as engine:
         for dataset in args.datasets.split(","):
             for method in args.methods.split(","):
-                rows.append(measure(engine, dataset, method, args.questions, args.data_dir))
+                rows.append(measure(engine, dataset, method, args.questions, args.data_dir, args.option_key))
                 Console(stderr=True).print(f"{dataset} {method}: {rows[-1]['parseable']['share']:.1%} parseable")
                 args.out.parent.mkdir(parents=True, exist_ok=True)
-                args.out.write_text(json.dumps({"settings": settings.model_dump(mode="json"), "rows": rows}, indent=2))
+                args.out.write_text(json.dumps({"settings": settings.model_dump(mode="json"), "option_key": args.option_key,
+                                                "rows": rows}, indent=2))
     table = Table(title=f"{args.model} on the first {args.questions} questions ({settings.backend} backend, "
                         f"M = {args.step_beam_size}, N = {args.num_rollouts}, seed 0)")
     for column in ("set", "method", "completions", "states an answer, raw (95% CI)",
