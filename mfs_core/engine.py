@@ -20,7 +20,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeoutError
 from dataclasses import dataclass, field, replace
@@ -135,17 +135,22 @@ class _Job:
     listener: _Listener | None = None
 
 
-def _with_choice(decoder: Decoder, choice: TriggeredChoice) -> Decoder:
-    """``decoder`` with ``choice`` set on every generation request it makes (results pass through)."""
+def _map_requests(decoder: Decoder, change: Callable[[GenerationRequest], GenerationRequest]) -> Decoder:
+    """``decoder`` with ``change`` applied to every generation request it makes (results pass through)."""
     try:
         requests = next(decoder)
         while True:
-            outputs = yield [replace(request, triggered_choice=choice) for request in requests]
+            outputs = yield [change(request) for request in requests]
             requests = decoder.send(outputs)
     except StopIteration as stop:
         return stop.value
     finally:
         decoder.close()
+
+
+def _with_choice(decoder: Decoder, choice: TriggeredChoice) -> Decoder:
+    """``decoder`` with ``choice`` set on every generation request it makes."""
+    return _map_requests(decoder, lambda request: replace(request, triggered_choice=choice))
 
 
 def _with_grammar(decoder: Decoder, grammar: Any, anchor: str) -> Decoder:
@@ -161,15 +166,7 @@ def _with_grammar(decoder: Decoder, grammar: Any, anchor: str) -> Decoder:
         max_tokens = max(request.max_tokens, bound.action_tokens) if bound.in_action else request.max_tokens
         return replace(request, grammar=bound, max_tokens=max_tokens)
 
-    try:
-        requests = next(decoder)
-        while True:
-            outputs = yield [constrained(request) for request in requests]
-            requests = decoder.send(outputs)
-    except StopIteration as stop:
-        return stop.value
-    finally:
-        decoder.close()
+    return _map_requests(decoder, constrained)
 
 
 def _check_answer_key(method: str, factory: Any, answer_key: AnswerExtractor | None) -> None:
