@@ -221,6 +221,8 @@ class TransformersBackend:
         self._allowed_cache: dict[tuple[tuple[str, ...], str], Any] = {}
         self._grammar_compiler: Any = None
         self._compiled_grammars: dict[str, Any] = {}
+        self._token_bitmask: Any = None  # reused by _mask_grammar while the batch's shape holds
+        self._bitmask_vocab = 0
         self._warned_grammar_prefix = False
         self._eos_ids = set(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
 
@@ -319,15 +321,17 @@ class TransformersBackend:
         rows: list[_Row] = []
         row_prompts: list[list[int]] = []
         for r, (request, ids) in enumerate(zip(requests, prompt_ids)):
-            for _ in range(request.n):
+            # one matcher per request, its prefix fed once; each further row gets a fork of it
+            matcher = self._matcher(request.grammar) if request.grammar is not None else None
+            for k in range(request.n):
                 row = _Row(request=r, prompt_tokens=len(ids), max_tokens=min(request.max_tokens, window - len(ids)),
                            stop=request.stop, tokens=[])
                 if request.triggered_choice is not None:
                     trigger = request.triggered_choice.trigger
                     row.choice_tail = request.prompt[-(len(trigger) - 1):] if len(trigger) > 1 else ""
                     row.choice_matched = "" if request.prompt.endswith(trigger) else None
-                if request.grammar is not None:
-                    row.matcher = self._matcher(request.grammar)
+                if matcher is not None:
+                    row.matcher = matcher if k == 0 else matcher.fork()
                 rows.append(row)
                 row_prompts.append(ids)
         stats = self.prefill_stats
@@ -471,7 +475,10 @@ class TransformersBackend:
         from mfs_core.tools.grammar import _xgrammar
 
         xgr = _xgrammar()
-        bitmask = xgr.allocate_token_bitmask(len(rows), logits.shape[-1])
+        bitmask = self._token_bitmask
+        if bitmask is None or bitmask.shape[0] != len(rows) or self._bitmask_vocab != logits.shape[-1]:
+            bitmask = self._token_bitmask = xgr.allocate_token_bitmask(len(rows), logits.shape[-1])
+            self._bitmask_vocab = logits.shape[-1]
         for pos in constrained:
             rows[pos].matcher.fill_next_token_bitmask(bitmask, pos)
         masked = logits.clone()
