@@ -225,3 +225,22 @@ def test_bench_default_backend_is_vllm_when_installed(monkeypatch: pytest.Monkey
     assert default_backend() == "vllm"
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
     assert default_backend() == "transformers"
+
+
+def test_multiple_choice_questions_vote_by_their_options_and_the_trigger_keeps_to_their_labels(tmp_path: Path) -> None:
+    def script(request: GenerationRequest) -> list:
+        if request.grammar is not None:  # the trigger's request: the first label the grammar allows
+            return [continuation(json.loads(request.grammar.remote)["format"]["elements"][0]["value"])]
+        return [continuation("It is cold.\nThe answer is: 0 degrees", stop_reason=END)] * request.n
+
+    backend = ScriptedBackend(script)
+    engine = MFSEngine(backend, MFSSettings(step_beam_size=2, num_rollouts=2, max_steps=1, answer_trigger="\nThe answer is:"))
+    data = load_dataset("arc", data_dir=FIXTURES / "data", limit=4)
+    records = run_bench(engine, data, parse_methods("cot,phi"), tmp_path, concurrency=4)
+    labels = {ex.index: ex.question.split("\n")[-4:] for ex in data.examples}
+    trigger_requests = [r for call in backend.calls for r in call if r.grammar is not None]
+    assert len(trigger_requests) == 4 + 4 * 2  # cot: one path per question; phi: M = 2 paths
+    for record in records:
+        first_label = labels[record["index"]][0].split(")")[0].lstrip("(")
+        assert record["answer"] == record["prediction"] == first_label, record  # "0 degrees" chose no option
+        assert record["text"].endswith("The answer is:" + " " + first_label)
