@@ -31,6 +31,7 @@ from mfs_core.errors import format_validation_error
 from mfs_core.settings import DEMO_MODEL, MFSSettings, UnknownSettingWarning, setting_sources
 from mfs_core.trace import format_reasoning, format_trace, format_vote
 from mfs_core.live import LiveView, write_traces
+from mfs_core.serve import cli as serve_cli
 from mfs_core.types import DecodeResult
 
 __all__ = [
@@ -85,6 +86,37 @@ def _default(field: str) -> str:
     fallback = CPU_DEFAULTS.get(field, MFSSettings.model_fields[field].default)
     shown = repr(fallback) if isinstance(fallback, str) else str(fallback)
     return f"MFS_{field.upper()}, else {shown}"
+
+
+ModelOption = Annotated[
+    Optional[str],
+    typer.Option(help="Local checkpoint folder, .gguf file, packaged model (smollm2-135m-instruct), or a Hugging "
+                 "Face name already in the local cache (nothing is downloaded unless HF_HUB_OFFLINE=0); with "
+                 "--backend openai, the name the server serves.", show_default=_default("model")),
+]
+StepBeamSizeOption = Annotated[
+    Optional[int], typer.Option(help="M, beams kept per step.", show_default=_default("step_beam_size"))
+]
+NumRolloutsOption = Annotated[
+    Optional[int], typer.Option(help="N, candidates sampled per beam.", show_default=_default("num_rollouts"))
+]
+PruneLambdaOption = Annotated[
+    Optional[float], typer.Option(help="λ1 of the width-pruning threshold μ + λ1·σ.", show_default=_default("prune_lambda"))
+]
+StopEpsilonOption = Annotated[
+    Optional[float], typer.Option(help="ε_stop: stop when max V <= ε_stop (nats).", show_default=_default("stop_epsilon"))
+]
+TemperatureOption = Annotated[
+    Optional[float], typer.Option(help="Sampling temperature, in (0, 10].", show_default=_default("temperature"))
+]
+MaxStepsOption = Annotated[
+    Optional[int], typer.Option(help="Most search steps, in [1, 256].", show_default=_default("max_steps"))
+]
+SeedOption = Annotated[Optional[int], typer.Option(help="Seed of the decode.", show_default=_default("seed"))]
+BackendOption = Annotated[
+    Optional[str], typer.Option(help="transformers | vllm | openai.", show_default=_default("backend"))
+]
+# The model and search options above are shared by ``mfs ask`` and ``mfs serve``.
 
 
 def resolve_settings(flags: dict[str, Any]) -> tuple[MFSSettings, dict[str, str]]:
@@ -179,36 +211,15 @@ def _log_settings(settings: MFSSettings, sources: dict[str, str]) -> None:
 @app.command(help=f"Answer QUESTION with MFS and print the answer, the vote and the search trace. {PRECEDENCE}")
 def ask(
     question: Annotated[str, typer.Argument(metavar="QUESTION", help="The question to answer.", show_default=False)],
-    model: Annotated[
-        Optional[str],
-        typer.Option(help="Local checkpoint folder, .gguf file, packaged model (smollm2-135m-instruct), or a Hugging "
-                     "Face name already in the local cache (nothing is downloaded unless HF_HUB_OFFLINE=0); with "
-                     "--backend openai, the name the server serves.", show_default=_default("model")),
-    ] = None,
-    step_beam_size: Annotated[
-        Optional[int], typer.Option(help="M, beams kept per step.", show_default=_default("step_beam_size"))
-    ] = None,
-    num_rollouts: Annotated[
-        Optional[int], typer.Option(help="N, candidates sampled per beam.", show_default=_default("num_rollouts"))
-    ] = None,
-    prune_lambda: Annotated[
-        Optional[float],
-        typer.Option(help="λ1 of the width-pruning threshold μ + λ1·σ.", show_default=_default("prune_lambda")),
-    ] = None,
-    stop_epsilon: Annotated[
-        Optional[float],
-        typer.Option(help="ε_stop: stop when max V <= ε_stop (nats).", show_default=_default("stop_epsilon")),
-    ] = None,
-    temperature: Annotated[
-        Optional[float], typer.Option(help="Sampling temperature, in (0, 10].", show_default=_default("temperature"))
-    ] = None,
-    max_steps: Annotated[
-        Optional[int], typer.Option(help="Most search steps, in [1, 256].", show_default=_default("max_steps"))
-    ] = None,
-    seed: Annotated[Optional[int], typer.Option(help="Seed of the decode.", show_default=_default("seed"))] = None,
-    backend: Annotated[
-        Optional[str], typer.Option(help="transformers | vllm | openai.", show_default=_default("backend"))
-    ] = None,
+    model: ModelOption = None,
+    step_beam_size: StepBeamSizeOption = None,
+    num_rollouts: NumRolloutsOption = None,
+    prune_lambda: PruneLambdaOption = None,
+    stop_epsilon: StopEpsilonOption = None,
+    temperature: TemperatureOption = None,
+    max_steps: MaxStepsOption = None,
+    seed: SeedOption = None,
+    backend: BackendOption = None,
     base_url: BaseUrlOption = None,
     tokenizer: TokenizerOption = None,
     api_key: ApiKeyOption = None,
@@ -277,6 +288,69 @@ def print_result(question: str, result: DecodeResult, settings: MFSSettings) -> 
 
 
 app.command("bench")(bench)
+
+
+@app.command(help="Serve MFS behind an OpenAI-compatible HTTP endpoint (/v1/chat/completions, /v1/completions, "
+             "/v1/models, /health, /metrics) until SIGTERM or Ctrl-C; streams the search as reasoning. Model and search "
+             f"settings as for mfs ask; requests may change the search's settings in extra body fields. {PRECEDENCE} "
+             "Needs the serve extra. See docs/serve.md.")
+def serve(
+    model: ModelOption = None,
+    step_beam_size: StepBeamSizeOption = None,
+    num_rollouts: NumRolloutsOption = None,
+    prune_lambda: PruneLambdaOption = None,
+    stop_epsilon: StopEpsilonOption = None,
+    temperature: TemperatureOption = None,
+    max_steps: MaxStepsOption = None,
+    seed: SeedOption = None,
+    backend: BackendOption = None,
+    base_url: BaseUrlOption = None,
+    tokenizer: TokenizerOption = None,
+    api_key: ApiKeyOption = None,
+    device: DeviceOption = None,
+    dtype: DtypeOption = None,
+    host: serve_cli.HostOption = None,
+    port: serve_cli.PortOption = None,
+    server_api_key: serve_cli.ServerApiKeyOption = None,
+    queue_size: serve_cli.QueueSizeOption = None,
+    max_body_bytes: serve_cli.MaxBodyBytesOption = None,
+    max_messages: serve_cli.MaxMessagesOption = None,
+    served_model_name: serve_cli.ServedModelNameOption = None,
+    shutdown_timeout: serve_cli.ShutdownTimeoutOption = None,
+) -> None:
+    flags = {
+        "model": model, "step_beam_size": step_beam_size, "num_rollouts": num_rollouts, "prune_lambda": prune_lambda,
+        "stop_epsilon": stop_epsilon, "temperature": temperature, "max_steps": max_steps, "seed": seed,
+        "backend": backend, "base_urls": base_url or None, "tokenizer": tokenizer, "api_key": api_key,
+        "device": device, "dtype": dtype,
+    }
+    server_flags = {
+        "host": host, "port": port, "api_key": server_api_key, "queue_size": queue_size,
+        "max_body_bytes": max_body_bytes, "max_messages": max_messages, "model_name": served_model_name,
+        "shutdown_timeout": shutdown_timeout,
+    }
+    try:
+        settings, sources = resolve_settings(flags)
+        check_model(settings)
+        config = serve_cli.server_settings(server_flags)
+    except (CLIError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    _log_settings(settings, sources)
+    try:
+        from mfs_core.serve import run
+    except ImportError as exc:  # pragma: no cover - the serve extra is missing
+        typer.echo(f"error: mfs serve needs the serve extra (pip install 'mfs-decoding[serve]'): {exc}", err=True)
+        raise typer.Exit(2) from exc
+    quiet_transformers()
+    logging.getLogger("mfs_core.serve").setLevel(logging.INFO)
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        run(settings, config)
+    except (ValueError, TypeError, OSError, ImportError, RuntimeError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -15,20 +15,26 @@ import hashlib
 import json
 import os
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, create_model, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from mfs_core.errors import closest, one_line, unknown_name_message
 
-__all__ = ["DEMO_MODEL", "ENV_PREFIX", "MFSSettings", "UnknownSettingWarning", "environment_sources", "setting_sources"]
+__all__ = [
+    "BACKEND_FIELDS", "DEMO_MODEL", "ENV_PREFIX", "BackendSettings", "MFSSettings", "UnknownSettingWarning",
+    "environment_sources", "setting_sources",
+]
 
 DEMO_MODEL = "mfs-demo"
 ENV_PREFIX = "MFS_"
 _NOT_SETTINGS = frozenset({"MFS_DATA_DIR"})
 """``MFS_*`` environment variables that are no setting but are read elsewhere (the tests' data)."""
+_NOT_SETTING_PREFIXES = ("MFS_SERVER_",)
+"""Prefixes of ``MFS_*`` variables read elsewhere: ``mfs serve``'s own (:class:`mfs_core.serve.ServerSettings`)."""
 
 
 class UnknownSettingWarning(UserWarning):
@@ -77,6 +83,27 @@ class MFSSettings(BaseSettings):
             super().__init__(**values)
         except ValidationError as exc:
             raise one_line(exc, type(self)) from None
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> MFSSettings:
+        """Settings from ``values`` and the defaults alone: no environment, no ``.env``, no I/O.
+
+        What a call builds from settings already resolved (``{**base.model_dump(), **changes}``),
+        so a call never reads a file. Validation is the same as the constructor's.
+
+        Raises:
+            TypeError: a name that is no setting (one line, naming the closest setting).
+            pydantic.ValidationError: a value out of range (one line naming field and value).
+        """
+        unknown = [name for name in values if name not in cls.model_fields]
+        if unknown:
+            raise TypeError(unknown_name_message(cls.__name__, unknown, cls.model_fields, what="setting"))
+        settings = cls.__new__(cls)
+        try:
+            BaseModel.__init__(settings, **values)  # pydantic's validation without pydantic-settings' sources
+        except ValidationError as exc:
+            raise one_line(exc, cls) from None
+        return settings
 
     # --- model and backend -------------------------------------------------------------
     model: str = Field(
@@ -293,6 +320,22 @@ class MFSSettings(BaseSettings):
     )
     max_steps: int = Field(default=8, ge=1, le=256, description="Most deliberation (foresight) steps.")
     min_steps: int = Field(default=1, ge=0, le=256, description="Steps done before the convergence test may stop.")
+    convergence_min_paths: int = Field(
+        default=1, ge=1, le=1024,
+        description="Distinct surviving paths a step must have scored before the convergence test (eq. 12) may stop "
+        "the search: with one, max V compares nothing (1: the paper's test on every step).",
+    )
+    answer_stop_confidence: float | None = Field(
+        default=None, gt=0.5, lt=1.0,
+        description="Stop deliberating once the posterior probability that the leading answer keeps the lead, over "
+        "the answers of every rollout and finished candidate seen (Beta criterion of Adaptive-Consistency), reaches "
+        "this value, in (0.5, 1) (None: off, the paper's search).",
+    )
+    vote_rollouts: bool = Field(
+        default=False,
+        description="The final vote counts every foresight rollout (joined with its path) and every finished "
+        "candidate the search sampled, each once, instead of one completion per kept beam (off: the paper's vote).",
+    )
     selection_temperature: float = Field(
         default=0.1, gt=0.0, description="Temperature of softmax(V / T) when beams are drawn (φ-Decoding's 0.1)."
     )
@@ -340,26 +383,96 @@ class MFSSettings(BaseSettings):
             raise ValueError(msg)
         return self
 
-    def backend_key(self) -> tuple:
-        """The fields that identify a loaded model: settings equal here share one backend.
+    @property
+    def backend_settings(self) -> BackendSettings:
+        """The fields that choose, load and reach the model (:data:`BACKEND_FIELDS`), frozen and hashable.
 
-        Besides the model, the servers and client options of ``backend='openai'`` and the
-        engine arguments of ``backend='vllm'`` count, so engines that talk to different
-        servers or engines never share a scheduler. The API key enters only as a digest.
-        ``device="auto"`` is resolved first (to ``"cuda"`` when torch sees a GPU, else
-        ``"cpu"``), so ``"auto"`` and the device it means share one loaded model; the device
-        counts only for ``backend='transformers'`` (the others never use it, and need no torch).
+        Engines whose backend settings are equal share one loaded model; an adapter handed an
+        engine refuses settings whose backend settings differ from the engine's.
         """
-        device = _resolve_device(self.device) if self.backend == "transformers" else None
-        secret = self.api_key.get_secret_value() if self.api_key is not None else None
-        api_key = hashlib.sha256(secret.encode()).hexdigest()[:16] if secret is not None else None
-        return (
-            self.backend, self.model, device, self.dtype, self.batch_size,
-            tuple(self.base_urls), api_key, self.request_timeout, self.max_retries, self.server_n, self.tokenizer,
-            self.num_parameters, self.tensor_parallel_size, self.gpu_memory_utilization, self.kv_cache_gib,
-            self.max_model_len,
-            self.enable_prefix_caching, json.dumps(self.vllm_kwargs, sort_keys=True, default=repr),
-        )
+        return BackendSettings.model_construct(**{name: getattr(self, name) for name in BACKEND_FIELDS})
+
+    def backend_key(self) -> tuple:
+        """``self.backend_settings.identity()``: settings equal here share one backend."""
+        return self.backend_settings.identity()
+
+
+BACKEND_FIELDS: tuple[str, ...] = (
+    "backend", "model", "device", "dtype", "batch_size", "base_urls", "api_key", "request_timeout", "max_retries",
+    "server_n", "tokenizer", "num_parameters", "tensor_parallel_size", "gpu_memory_utilization", "kv_cache_gib",
+    "max_model_len", "enable_prefix_caching", "vllm_kwargs",
+)
+"""The :class:`MFSSettings` fields that choose, load and reach the model (the rest choose how to decode)."""
+
+
+class _BackendIdentity(BaseModel):
+    """Equality, hash and differences of :class:`BackendSettings` (its fields come from MFSSettings)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", protected_namespaces=())
+
+    def _compared(self, name: str) -> Any:
+        """Field ``name`` as it is compared: what it means for the model that gets loaded.
+
+        ``device="auto"`` is resolved (to ``"cuda"`` when torch sees a GPU, else ``"cpu"``), so
+        ``"auto"`` and the device it means share one model; the device counts only for
+        ``backend='transformers'`` (the others never use it, and need no torch). The API key
+        enters only as a digest; lists and dicts as tuples and JSON.
+        """
+        value = getattr(self, name)
+        if name == "device":
+            return _resolve_device(value) if self.backend == "transformers" else None
+        if name == "api_key":
+            secret = value.get_secret_value() if value is not None else None
+            return hashlib.sha256(secret.encode()).hexdigest()[:16] if secret is not None else None
+        if name == "base_urls":
+            return tuple(value)
+        if name == "vllm_kwargs":
+            return json.dumps(value, sort_keys=True, default=repr)
+        return value
+
+    def identity(self) -> tuple:
+        """One hashable value per field (:meth:`_compared`), in :data:`BACKEND_FIELDS` order."""
+        return tuple(self._compared(name) for name in BACKEND_FIELDS)
+
+    def differences(self, other: BackendSettings) -> list[str]:
+        """Names of the fields whose compared values differ from ``other``'s, in field order.
+
+        Equal values are not compared further (so equal settings never import torch to
+        resolve ``device="auto"``).
+        """
+        return [
+            name for name in BACKEND_FIELDS
+            if getattr(self, name) != getattr(other, name) and self._compared(name) != other._compared(name)
+        ]
+
+    def shown(self, name: str) -> str:
+        """Field ``name`` for a message: its repr, the API key masked as ``'**********'``."""
+        value = getattr(self, name)
+        return repr("**********") if name == "api_key" and value is not None else repr(value)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _BackendIdentity):
+            return NotImplemented
+        return not self.differences(other)
+
+    def __hash__(self) -> int:
+        return hash(self.identity())
+
+
+BackendSettings = create_model(
+    "BackendSettings",
+    __base__=_BackendIdentity,
+    __module__=__name__,
+    __doc__="""The settings that choose, load and reach the model: ``MFSSettings.backend_settings``.
+
+    Frozen and hashable. Its fields are :data:`BACKEND_FIELDS`, declared once in
+    :class:`MFSSettings` (same names, types, defaults and descriptions; still set flat, as
+    ``MFSSettings(model=...)`` or ``MFS_MODEL``). Two are equal when they load and reach the
+    same model: ``device="auto"`` equals the device it resolves to, the device counts only for
+    ``backend='transformers'``, the API key is compared by digest.
+    """,
+    **{name: (MFSSettings.model_fields[name].annotation, MFSSettings.model_fields[name]) for name in BACKEND_FIELDS},
+)
 
 
 def environment_sources(env_file: Any = ".env") -> dict[str, str]:
@@ -401,7 +514,7 @@ def _warn_unknown_env(env_file: Any) -> None:
     fields = MFSSettings.model_fields
     for name, origin in sorted(environment_sources(env_file).items()):
         field = name[len(ENV_PREFIX):].lower()
-        if field in fields or name in _NOT_SETTINGS:
+        if field in fields or name in _NOT_SETTINGS or name.startswith(_NOT_SETTING_PREFIXES):
             continue
         guess = closest(field, fields)
         hint = f"; did you mean {ENV_PREFIX}{guess.upper()}?" if guess else ""

@@ -109,6 +109,19 @@ class CallPlan:
         """The tool calls of the chosen completion (see :meth:`ActionVote.parse`)."""
         return self.vote.parse(text)
 
+    def reply(self, text: str, stop: Sequence[str] | None = None) -> tuple[str, ParsedOutput]:
+        """The message text of the chosen completion ``text`` and its parse, as every adapter answers.
+
+        The text is the completion with its calls removed when tools were rendered (else the
+        completion as is), cut before the first of the ``stop`` sequences
+        (:func:`mfs_core.adapters.apply_stop`); the parse holds the calls.
+        """
+        from mfs_core.adapters import apply_stop  # mfs_core.adapters imports the engine, which imports tools
+
+        parsed = self.parse(text)
+        content = parsed.content if self.prompt_tools() is not None else text
+        return apply_stop(content, stop), parsed
+
 
 def plan_call(
     backend: Any,

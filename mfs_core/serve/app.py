@@ -1,0 +1,473 @@
+"""The ASGI app of ``mfs serve``: MFS behind OpenAI's chat and completions endpoints.
+
+One :class:`~mfs_core.engine.MFSEngine` serves every request: the engine batches the rounds
+of all live decodes into one ``backend.generate`` call (lockstep, DESIGN.md), so concurrent
+requests share the model. Each request is checked (:mod:`mfs_core.serve.schemas`), planned
+and rendered as the adapters do (:func:`mfs_core.tools.call.plan_call`), admitted if the
+engine holds fewer than ``queue_size`` decodes (else 429 with ``Retry-After``), then decoded;
+a streamed request sends each chosen step as ``delta.reasoning`` (and ``reasoning_content``)
+while the search runs, then the answer as ``delta.content``, then ``usage``. A client that
+disconnects abandons its decodes: the engine drops them at its next round boundary.
+
+Routes: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models`` (these
+need the server key when one is set), ``GET /health``, ``GET /metrics`` (Prometheus).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import hmac
+import json
+import logging
+import math
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import CancelledError, Future
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from mfs_core.adapters import abandon, astream_events, settings_from_fields
+from mfs_core.engine import MFSEngine
+from mfs_core.events import DecodeEvent, StopEvent
+from mfs_core.serve.config import ServerSettings
+from mfs_core.serve.metrics import ServerMetrics
+from mfs_core.serve.responses import choice_metadata, content_deltas, finish_reason, openai_tool_calls, sse, usage
+from mfs_core.serve.schemas import RequestError, ServeCall, parse_chat, parse_completion
+from mfs_core.streaming import DecodeStream, ReasoningText
+from mfs_core.tools.call import CallPlan, plan_call
+from mfs_core.tools.parsers import ParsedOutput
+from mfs_core.types import DecodeResult
+
+__all__ = ["MFSServer", "create_app"]
+
+logger = logging.getLogger("mfs_core.serve")
+
+
+@dataclass
+class _Prepared:
+    """A call rendered for the engine: its prompts, vote key, plan and prompt tokens."""
+
+    prompts: list[str]
+    plan: CallPlan | None
+    answer_key: Any
+    prompt_tokens: int
+
+
+class _Disconnected(Exception):
+    """The client of a non-streamed request went away; its decodes were abandoned."""
+
+
+class MFSServer:
+    """The state behind the app: the engine, the admission count, the metrics.
+
+    Args:
+        engine: the engine every request decodes with; its settings are the requests' base.
+        config: the server's own settings (key, limits, served name).
+
+    The admission count (:attr:`in_flight`) is changed on the event loop's thread only: a
+    request reserves its decodes before it is rendered, each decode's future gives its slot
+    back when it ends (finished, failed, or dropped by the engine after being abandoned).
+    """
+
+    def __init__(self, engine: MFSEngine, config: ServerSettings | None = None) -> None:
+        self.engine = engine
+        self.config = config if config is not None else ServerSettings()
+        self.served = self.config.model_name or engine.settings.model
+        self.metrics = ServerMetrics()
+        self.in_flight = 0
+        self.closing = False
+        self._futures: set[Future] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._mean_seconds: float | None = None
+        key = self.config.api_key
+        self._expected = f"Bearer {key.get_secret_value()}".encode() if key is not None else None
+
+    # --- the app ------------------------------------------------------------------------------
+    def app(self) -> Starlette:
+        """The Starlette app (its lifespan closes the engine's backend on shutdown)."""
+        routes = [
+            Route("/v1/chat/completions", self.chat, methods=["POST"]),
+            Route("/v1/completions", self.completions, methods=["POST"]),
+            Route("/v1/models", self.models, methods=["GET"]),
+            Route("/health", self.health, methods=["GET"]),
+            Route("/metrics", self.metrics_page, methods=["GET"]),
+        ]
+        return Starlette(routes=routes, lifespan=self._lifespan)
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        self._loop = asyncio.get_running_loop()
+        logger.info("serving %r (queue_size=%d, key %s)", self.served, self.config.queue_size,
+                    "required" if self._expected is not None else "not set")
+        yield
+        await self.shutdown()
+
+    async def shutdown(self) -> None:
+        """Finish or abandon the decodes in flight, then close the backend.
+
+        The ASGI server has already let open responses run for ``shutdown_timeout`` seconds;
+        decodes still held (their clients gone) get that long again to end, then are
+        abandoned, and the engine is closed (vLLM: its processes stop).
+        """
+        self.closing = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.shutdown_timeout
+        while self.in_flight and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        left = [future for future in self._futures if not future.done()]
+        if left:
+            logger.warning("shutting down: abandoning %d decode(s) still running", len(left))
+            abandon(left, "the server is shutting down")
+        await asyncio.to_thread(self.engine.close)
+        logger.info("shut down; backend closed")
+
+    # --- routes -------------------------------------------------------------------------------
+    async def chat(self, request: Request) -> Response:
+        """``POST /v1/chat/completions``."""
+        return await self._serve(request, "chat", parse_chat)
+
+    async def completions(self, request: Request) -> Response:
+        """``POST /v1/completions`` (each prompt rendered as ``mfs ask`` renders a question)."""
+        return await self._serve(request, "completions", parse_completion)
+
+    async def models(self, request: Request) -> Response:
+        """``GET /v1/models``: the one model served, with its context window."""
+        try:
+            self._authorize(request)
+        except RequestError as exc:
+            return self._error(exc, "models")
+        window = getattr(self.engine.backend, "context_window", None)
+        card = {"id": self.served, "object": "model", "created": 0, "owned_by": "mfs",
+                "max_model_len": window if isinstance(window, int) else None}
+        self.metrics.requests.labels("models", "200").inc()
+        return JSONResponse({"object": "list", "data": [card]})
+
+    async def health(self, request: Request) -> Response:
+        """``GET /health``: 200 with the decodes in flight, 503 while shutting down."""
+        body = {"status": "shutting_down" if self.closing else "ok", "model": self.served,
+                "decodes_in_flight": self.in_flight, "queue_size": self.config.queue_size}
+        return JSONResponse(body, status_code=503 if self.closing else 200)
+
+    async def metrics_page(self, request: Request) -> Response:
+        """``GET /metrics``: the Prometheus text format."""
+        return Response(generate_latest(self.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    # --- one request --------------------------------------------------------------------------
+    async def _serve(self, request: Request, endpoint: str, parse: Callable[..., ServeCall]) -> Response:
+        self._loop = asyncio.get_running_loop()
+        try:
+            if self.closing:
+                raise RequestError(503, "the server is shutting down; retry on another replica",
+                                   kind="service_unavailable", headers={"Retry-After": "1"})
+            self._authorize(request)
+            body = await self._body(request)
+            config = self.config
+            call = parse(body, self.engine.settings, served=self.served, max_n=config.max_n,
+                         max_messages=config.max_messages)
+            count = call.n * max(1, len(call.prompts))
+            self._admit(count)
+            try:
+                prepared = await asyncio.to_thread(self._prepare, call)
+                stream = DecodeStream()
+                futures = self._submit(call, prepared, stream)
+            except BaseException:
+                self._release(count)
+                raise
+            self._release(count - len(futures))  # each future gives its own slot back when it ends
+        except RequestError as exc:
+            return self._error(exc, endpoint)
+        if call.stream:
+            self.metrics.requests.labels(endpoint, "200").inc()
+            return StreamingResponse(self._stream(call, prepared, stream, futures), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        try:
+            results = await self._wait(request, futures)
+        except _Disconnected:
+            self.metrics.requests.labels(endpoint, "499").inc()
+            return Response(status_code=499)
+        except (ValueError, TypeError) as exc:
+            return self._error(RequestError(400, f"the decode failed: {exc}"), endpoint)
+        except Exception as exc:  # a backend failure: this request fails, the others go on
+            logger.warning("a decode failed: %s: %s", type(exc).__name__, exc)
+            return self._error(RequestError(500, f"the decode failed: {type(exc).__name__}: {exc}",
+                                            kind="server_error"), endpoint)
+        self.metrics.requests.labels(endpoint, "200").inc()
+        return JSONResponse(self._response(call, prepared, results))
+
+    def _error(self, exc: RequestError, endpoint: str) -> Response:
+        reason = {401: "auth", 413: "too_large", 429: "queue_full", 503: "shutting_down"}.get(exc.status, "bad_request")
+        if exc.status != 500:
+            self.metrics.rejected.labels(reason).inc()
+        self.metrics.requests.labels(endpoint, str(exc.status)).inc()
+        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+
+    def _authorize(self, request: Request) -> None:
+        """Refuse a request without the server key (constant-time comparison; the key is never logged)."""
+        if self._expected is None:
+            return
+        given = request.headers.get("authorization", "").encode()
+        if not hmac.compare_digest(given, self._expected):
+            raise RequestError(401, "missing or wrong API key: send 'Authorization: Bearer <the server key>' "
+                               "(mfs serve --server-api-key / MFS_SERVER_API_KEY)", kind="authentication_error")
+
+    async def _body(self, request: Request) -> Any:
+        """The JSON body, at most ``max_body_bytes``.
+
+        Raises:
+            RequestError: 413 for a larger body, 400 for a body that is not JSON.
+        """
+        limit = self.config.max_body_bytes
+        length = request.headers.get("content-length", "")
+        too_large = f"the request body is larger than this server's limit of {limit} bytes (max_body_bytes)"
+        if length.isdigit() and int(length) > limit:
+            raise RequestError(413, too_large)
+        size, chunks = 0, []
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise RequestError(413, too_large)
+            chunks.append(chunk)
+        raw = b"".join(chunks)
+        try:
+            return json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise RequestError(400, f"the request body is not valid JSON: {exc}") from None
+
+    def _admit(self, count: int) -> None:
+        """Reserve ``count`` decodes, or refuse with 429 and ``Retry-After`` (about one mean decode)."""
+        if self.in_flight + count > self.config.queue_size:
+            wait = 1 if self._mean_seconds is None else min(60, max(1, math.ceil(self._mean_seconds)))
+            raise RequestError(
+                429, f"the server is busy: {self.in_flight} decodes in flight, this request needs {count}, "
+                f"queue_size is {self.config.queue_size}; retry after {wait} s", kind="rate_limit_error",
+                headers={"Retry-After": str(wait)},
+            )
+        self.in_flight += count
+        self.metrics.queue_depth.set(self.in_flight)
+
+    def _release(self, count: int) -> None:
+        self.in_flight -= count
+        self.metrics.queue_depth.set(self.in_flight)
+
+    def _prepare(self, call: ServeCall) -> _Prepared:
+        """Plan and render the call as the adapters do (a worker thread: the template and tokenizer run here).
+
+        Raises:
+            RequestError: 400 for tools the model cannot render, a bad tool or tool choice,
+                a prompt over the context window.
+        """
+        engine, settings = self.engine, call.settings
+        try:
+            if call.endpoint == "chat":
+                plan = plan_call(
+                    engine.backend, settings.tool_call_parser, tools=call.tools, tool_choice=call.tool_choice,
+                    response_format=call.response_format, constrain_tool_names=settings.constrain_tool_names,
+                    constrain_actions=settings.constrain_actions, action_tokens=settings.max_answer_tokens,
+                )
+                prompts = [plan.render(engine, settings, call.messages)]
+                key = plan.vote if plan.uses_actions else None
+            else:
+                plan, key = None, None
+                prompts = [engine.render(prompt, settings) for prompt in call.prompts]
+        except (ValueError, TypeError, NotImplementedError, ImportError) as exc:
+            raise RequestError(400, str(exc)) from None
+        return _Prepared(prompts, plan, key, sum(self._count(prompt) for prompt in prompts))
+
+    def _count(self, text: str) -> int:
+        try:
+            return int(self.engine.backend.count_tokens(text))
+        except Exception:  # a backend that cannot count (an HTTP backend without a tokenizer)
+            return 0
+
+    def _submit(self, call: ServeCall, prepared: _Prepared, stream: DecodeStream) -> list[Future]:
+        """Start the call's decodes: per prompt, ``n`` decodes seeded ``seed``, ``seed + 1``, ...
+
+        Streamed calls send their events to ``stream`` labelled with the choice's index.
+        """
+        futures: list[Future] = []
+        try:
+            for p, prompt in enumerate(prepared.prompts):
+                for c in range(call.n):
+                    settings = call.settings if c == 0 else settings_from_fields(
+                        {"seed": call.settings.seed + c}, base=call.settings)
+                    on_event = _relabel(stream.put, p * call.n + c) if call.stream else None
+                    futures += self.engine.submit_prompts(
+                        [prompt], settings=settings, method=call.method, on_event=on_event, answer_key=prepared.answer_key)
+        except (ValueError, TypeError) as exc:
+            abandon(futures, "the request failed before all its decodes started")
+            raise RequestError(400, str(exc)) from None
+        stream.attach(futures)
+        for future in futures:
+            self._futures.add(future)
+            future.add_done_callback(self._ended)
+        return futures
+
+    def _ended(self, future: Future) -> None:
+        """A decode ended (worker thread): give its slot back on the loop, count it."""
+        if future.cancelled():
+            outcome, seconds = "abandoned", None
+        else:
+            error = future.exception()
+            outcome = "ok" if error is None else "abandoned" if isinstance(error, CancelledError) else "failed"
+            seconds = future.result().wall_seconds if error is None else None
+        self.metrics.decodes.labels(outcome).inc()
+        if seconds is not None:
+            self.metrics.decode_seconds.observe(seconds)
+
+        def release() -> None:
+            self._futures.discard(future)
+            self._release(1)
+            if seconds is not None:
+                self._mean_seconds = seconds if self._mean_seconds is None else 0.8 * self._mean_seconds + 0.2 * seconds
+
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(release)
+
+    async def _wait(self, request: Request, futures: list[Future]) -> list[DecodeResult]:
+        """The results, in order; a client that disconnects abandons the decodes (checked every 0.25 s).
+
+        Raises:
+            _Disconnected: the client went away.
+            The first decode's exception (the call's other decodes are abandoned).
+        """
+        waiting = asyncio.ensure_future(asyncio.gather(*(asyncio.wrap_future(future) for future in futures)))
+        try:
+            while True:
+                done, _ = await asyncio.wait({waiting}, timeout=0.25)
+                if done:
+                    return list(waiting.result())
+                if await request.is_disconnected():
+                    raise _Disconnected
+        except BaseException:
+            abandon(futures, "the client disconnected or the request failed")
+            waiting.cancel()
+            raise
+
+    # --- answers ------------------------------------------------------------------------------
+    def _reply(self, call: ServeCall, prepared: _Prepared, result: DecodeResult) -> tuple[str, ParsedOutput | None]:
+        if prepared.plan is None:
+            from mfs_core.adapters import apply_stop
+
+            return apply_stop(result.text, call.stop), None
+        return prepared.plan.reply(result.text, call.stop)
+
+    def _account(self, results: list[DecodeResult], prompt_tokens: int, answer_tokens: int) -> dict[str, Any]:
+        counts = usage(results, prompt_tokens, answer_tokens)
+        self.metrics.prompt_tokens.inc(counts["prompt_tokens"])
+        self.metrics.completion_tokens.inc(counts["completion_tokens"])
+        self.metrics.reasoning_tokens.inc(counts["completion_tokens_details"]["reasoning_tokens"])
+        return counts
+
+    def _response(self, call: ServeCall, prepared: _Prepared, results: list[DecodeResult]) -> dict[str, Any]:
+        """The chat completion or text completion object of a finished, non-streamed call."""
+        choices, answer_tokens = [], 0
+        for index, result in enumerate(results):
+            text, parsed = self._reply(call, prepared, result)
+            answer_tokens += self._count(text)
+            metadata = choice_metadata(result, parsed, call.return_trace)
+            if call.endpoint == "chat":
+                calls = openai_tool_calls(parsed)
+                message: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
+                if calls:
+                    message["tool_calls"] = calls
+                choices.append({"index": index, "message": message, "logprobs": None,
+                                "finish_reason": finish_reason(parsed), "mfs": metadata})
+            else:
+                choices.append({"index": index, "text": text, "logprobs": None, "finish_reason": "stop", "mfs": metadata})
+        kind = "chat.completion" if call.endpoint == "chat" else "text_completion"
+        prefix = "chatcmpl" if call.endpoint == "chat" else "cmpl"
+        return {"id": f"{prefix}-{uuid.uuid4().hex}", "object": kind, "created": int(time.time()), "model": self.served,
+                "choices": choices, "usage": self._account(results, prepared.prompt_tokens, answer_tokens)}
+
+    async def _stream(self, call: ServeCall, prepared: _Prepared, stream: DecodeStream,
+                      futures: list[Future]) -> AsyncIterator[bytes]:
+        """The server-sent events of a streamed call.
+
+        Per choice: (chat) a first delta with the role; per finished step and at the stop,
+        ``delta.reasoning`` / ``delta.reasoning_content`` (completions: ``reasoning``) with the
+        text :class:`ReasoningText` writes; once the search stopped, the answer in chunks,
+        its tool calls, and a last chunk with ``finish_reason`` and the choice's ``mfs``
+        metadata. Then a chunk with ``usage`` and no choices (unless
+        ``stream_options.include_usage`` is false) and ``[DONE]``. A decode that fails
+        sends an ``error`` event. Closing the stream early abandons the decodes.
+        """
+        chat = call.endpoint == "chat"
+        head = {"id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}",
+                "object": "chat.completion.chunk" if chat else "text_completion", "created": int(time.time()),
+                "model": self.served}
+
+        def chunk(index: int, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
+            if chat:
+                choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish, **extra}
+            else:
+                choice = {"index": index, "text": delta.get("content", ""), "logprobs": None, "finish_reason": finish,
+                          **({"reasoning": delta["reasoning"]} if "reasoning" in delta else {}), **extra}
+            return sse({**head, "choices": [choice]})
+
+        writers = [ReasoningText() for _ in futures]
+        results: list[DecodeResult] = []
+        answer_tokens = 0
+        finished = False
+        try:
+            if chat:
+                for index in range(len(futures)):
+                    yield chunk(index, {"role": "assistant", "content": ""})
+            async for event in astream_events(stream, None):  # cancelled (client gone): it abandons the decodes
+                index = event.index
+                piece = writers[index].delta(event)
+                yield chunk(index, {"reasoning": piece, "reasoning_content": piece} if chat else {"reasoning": piece})
+                if isinstance(event, StopEvent):
+                    result = event.result
+                    results.append(result)
+                    text, parsed = self._reply(call, prepared, result)
+                    answer_tokens += self._count(text)
+                    for delta in content_deltas(text, parsed):
+                        yield chunk(index, delta)
+                    yield chunk(index, {}, finish_reason(parsed), mfs=choice_metadata(result, parsed, call.return_trace))
+            finished = True
+            counts = self._account(results, prepared.prompt_tokens, answer_tokens)
+            if call.include_usage:
+                yield sse({**head, "choices": [], "usage": counts})
+            yield sse("[DONE]")
+        except Exception as exc:  # a failed decode: this stream ends with an error event, the others go on
+            finished = True
+            logger.warning("a streamed decode failed: %s: %s", type(exc).__name__, exc)
+            status = 400 if isinstance(exc, (ValueError, TypeError)) else 500
+            error = RequestError(status, f"the decode failed: {type(exc).__name__}: {exc}",
+                                 kind="invalid_request_error" if status == 400 else "server_error")
+            yield sse(error.body())
+            yield sse("[DONE]")
+        finally:
+            if not finished:
+                stream.abandon("the client disconnected")
+
+
+def _relabel(put: Callable[[DecodeEvent], None], index: int) -> Callable[[DecodeEvent], None]:
+    """``put`` of events relabelled with the choice's ``index`` (each decode is submitted alone)."""
+
+    def relabel(event: DecodeEvent) -> None:
+        put(dataclasses.replace(event, index=index))
+
+    return relabel
+
+
+def create_app(engine: MFSEngine, config: ServerSettings | None = None) -> Starlette:
+    """The ASGI app serving ``engine`` (run it with uvicorn, or :func:`mfs_core.serve.run`).
+
+    Example:
+        >>> app = create_app(MFSEngine.from_settings(MFSSettings(step_beam_size=4)))  # doctest: +SKIP
+        >>> uvicorn.run(app, host="127.0.0.1", port=8000)  # doctest: +SKIP
+    """
+    server = MFSServer(engine, config)
+    app = server.app()
+    app.state.mfs = server
+    return app

@@ -1,0 +1,69 @@
+"""``mfs serve``'s own flags and what the command does once its settings are resolved.
+
+The command (in :mod:`mfs_core.cli`) takes the model and search flags of ``mfs ask`` (same
+precedence: flag, ``MFS_*``, CPU defaults, defaults) and these server flags, each with an
+``MFS_SERVER_*`` variable (:class:`~mfs_core.serve.config.ServerSettings`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any, Optional
+
+import typer
+
+__all__ = [
+    "HostOption", "MaxBodyBytesOption", "MaxMessagesOption", "PortOption", "QueueSizeOption", "ServedModelNameOption",
+    "ServerApiKeyOption", "ShutdownTimeoutOption", "server_settings",
+]
+
+logger = logging.getLogger("mfs_core.serve")
+
+HostOption = Annotated[Optional[str], typer.Option(help="Address to listen on.", show_default="MFS_SERVER_HOST, else 127.0.0.1")]
+PortOption = Annotated[Optional[int], typer.Option(help="TCP port.", show_default="MFS_SERVER_PORT, else 8000")]
+ServerApiKeyOption = Annotated[
+    Optional[str],
+    typer.Option(help="Key clients must send as 'Authorization: Bearer KEY' (not --api-key, which goes upstream to "
+                 "--base-url servers); never printed. Prefer MFS_SERVER_API_KEY: a flag shows in the process list.",
+                 show_default="MFS_SERVER_API_KEY, else none"),
+]
+QueueSizeOption = Annotated[
+    Optional[int],
+    typer.Option(help="Most decodes in the engine at once; beyond it requests get 429 with Retry-After.",
+                 show_default="MFS_SERVER_QUEUE_SIZE, else 64"),
+]
+MaxBodyBytesOption = Annotated[
+    Optional[int], typer.Option(help="Largest request body in bytes (larger: 413).",
+                                show_default="MFS_SERVER_MAX_BODY_BYTES, else 1048576")
+]
+MaxMessagesOption = Annotated[
+    Optional[int], typer.Option(help="Most chat messages (or prompts) in one request.",
+                                show_default="MFS_SERVER_MAX_MESSAGES, else 256")
+]
+ServedModelNameOption = Annotated[
+    Optional[str], typer.Option(help="Model name clients send and /v1/models lists.",
+                                show_default="MFS_SERVER_MODEL_NAME, else --model")
+]
+ShutdownTimeoutOption = Annotated[
+    Optional[float], typer.Option(help="Seconds in-flight decodes may finish after SIGTERM before they are abandoned.",
+                                  show_default="MFS_SERVER_SHUTDOWN_TIMEOUT, else 30")
+]
+
+
+def server_settings(flags: dict[str, Any]) -> Any:
+    """:class:`ServerSettings` from the given flags (None: not given), then ``MFS_SERVER_*``, then defaults.
+
+    Raises:
+        ValueError: a value out of range, one line naming the flag, value and allowed range.
+    """
+    from pydantic import ValidationError
+
+    from mfs_core.errors import format_validation_error
+    from mfs_core.serve.config import ServerSettings
+
+    given = {name: value for name, value in flags.items() if value is not None}
+    sources = {name: "--" + ("server-api-key" if name == "api_key" else name.replace("_", "-")) for name in given}
+    try:
+        return ServerSettings(**given)
+    except ValidationError as exc:
+        raise ValueError(f"invalid server setting: {format_validation_error(exc, ServerSettings, sources=sources)}") from exc

@@ -1,0 +1,55 @@
+"""``mfs serve``'s own settings: where it listens, its key and its limits (``MFS_SERVER_*``).
+
+They are not :class:`~mfs_core.settings.MFSSettings` fields: the search's settings come from
+``MFSSettings`` (flags, ``MFS_*``) as for ``mfs ask``; these say how the server holds up.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["ServerSettings"]
+
+
+class ServerSettings(BaseSettings):
+    """How ``mfs serve`` listens and what it admits (env prefix ``MFS_SERVER_``).
+
+    Example:
+        ``ServerSettings(port=8001, queue_size=32)`` or ``MFS_SERVER_QUEUE_SIZE=32``.
+
+    ``api_key`` is the key clients must send (``Authorization: Bearer <key>``); it is a
+    ``SecretStr`` (never in repr, logs or metrics) and distinct from ``MFSSettings.api_key``,
+    which the HTTP backend sends *upstream* to ``vllm serve``.
+
+    Raises:
+        pydantic.ValidationError: a value out of range (the message names field and value).
+    """
+
+    model_config = SettingsConfigDict(env_prefix="MFS_SERVER_", env_file=".env", extra="ignore", frozen=True)
+
+    host: str = Field(default="127.0.0.1", min_length=1, description="Address to listen on (0.0.0.0: every interface).")
+    port: int = Field(default=8000, ge=0, le=65535, description="TCP port to listen on (0: a free one, logged).")
+    api_key: SecretStr | None = Field(
+        default=None,
+        description="Key the /v1 endpoints require as 'Authorization: Bearer <key>' (compared in constant time); "
+        "None: no key (only sensible on loopback). /health and /metrics never need it.",
+    )
+    queue_size: int = Field(
+        default=64, ge=1, le=65536,
+        description="Most decodes in the engine at once (a request with n choices counts n); a request that "
+        "would exceed it is answered 429 with Retry-After.",
+    )
+    max_body_bytes: int = Field(
+        default=1_048_576, ge=1024, le=1_073_741_824, description="Largest request body (bytes); larger: 413."
+    )
+    max_messages: int = Field(default=256, ge=1, le=65536, description="Most chat messages in one request.")
+    max_n: int = Field(default=8, ge=1, le=128, description="Most choices (n) in one request.")
+    model_name: str | None = Field(
+        default=None, description="The model name /v1/models lists and requests must name (None: the model setting)."
+    )
+    shutdown_timeout: float = Field(
+        default=30.0, ge=0.0, le=3600.0,
+        description="Seconds a graceful shutdown (SIGTERM, SIGINT) lets in-flight decodes finish before it "
+        "abandons them and closes the backend.",
+    )
