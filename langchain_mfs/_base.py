@@ -21,7 +21,8 @@ from pydantic import PrivateAttr, ValidationError, model_validator
 from langchain_mfs._events import STEP_EVENT, STOP_EVENT, _EventSink, astream_with_run, stream_with_run
 from langchain_mfs._fields import SETTINGS_FIELDS, MFSFields
 from mfs_core.adapters import (
-    astream_events, await_results, engine_for, rename_max_tokens, settings_from_fields, stream_events, wait_results,
+    astream_events, await_results, check_engine, engine_for, rename_max_tokens, settings_from_fields, stream_events,
+    wait_results,
 )
 from mfs_core.answers import AnswerExtractor
 from mfs_core.errors import one_line, unknown_name_message
@@ -35,7 +36,6 @@ from mfs_core.types import DecodeResult
 # STEP_EVENT, STOP_EVENT, SETTINGS_FIELDS and the stream helpers stay importable from here
 __all__ = ["SETTINGS_FIELDS", "STEP_EVENT", "STOP_EVENT", "MFSParams", "astream_with_run", "stream_with_run"]
 
-_BACKEND_FIELDS = ("backend", "model", "device", "dtype", "batch_size")
 _CALL_KEYS = (frozenset(SETTINGS_FIELDS) - {"api_key"}) | {"max_tokens", "method"}
 """Keywords a call may set: every setting but the secret ``api_key`` (call keywords reach
 the ``invocation_params`` that tracing records), ``max_tokens`` and ``method``."""
@@ -73,13 +73,16 @@ class MFSParams(MFSFields):
 
         Args:
             engine: an :class:`MFSEngine` (for instance around your own backend). Fields
-                not given take its settings; None (default) builds, on first use, the
-                engine shared by every instance with the same backend fields.
+                not given take its settings; it decodes every call whose backend settings
+                (:data:`~mfs_core.settings.BACKEND_FIELDS`) equal its own, and the others are
+                refused. None (default) builds, on first use, the engine shared by every
+                instance with the same backend settings.
             **data: fields (see the class attributes).
 
         Raises:
             TypeError: ``engine`` is not an :class:`MFSEngine`.
-            ValueError: a backend field given differs from the injected engine's.
+            ValueError: a backend setting given differs from the injected engine's (one line
+                naming the fields, :func:`mfs_core.adapters.check_engine`).
             TypeError: an unknown argument (one line naming it and the closest valid name).
             pydantic.ValidationError: a bad value; one line naming the field, the value and
                 the allowed range (:class:`~mfs_core.errors.OneLineValidationError`).
@@ -94,19 +97,13 @@ class MFSParams(MFSFields):
             if not isinstance(engine, MFSEngine):
                 msg = f"engine must be an MFSEngine, got {type(engine).__name__}"
                 raise TypeError(msg)
-            for name in _BACKEND_FIELDS:
-                given = data.get(name)
-                if given is not None and given != getattr(engine.settings, name):
-                    msg = (
-                        f"{name}={given!r} differs from the injected engine's {name}="
-                        f"{getattr(engine.settings, name)!r}; leave it out or build the engine with it"
-                    )
-                    raise ValueError(msg)
             data = {**engine.settings.model_dump(), **data}
         try:
             super().__init__(**data)
         except ValidationError as exc:
             raise one_line(exc, MFSSettings) from None
+        if engine is not None:
+            check_engine(engine, self.settings, type(self).__name__)
         self._engine = engine
 
     @model_validator(mode="before")
@@ -131,15 +128,15 @@ class MFSParams(MFSFields):
         values = tuple(getattr(self, name) for name in SETTINGS_FIELDS)
         cached = self._settings_cache
         if cached is None or cached[0] != values:
-            cached = (values, MFSSettings(**dict(zip(SETTINGS_FIELDS, values))))
+            cached = (values, MFSSettings.from_values(dict(zip(SETTINGS_FIELDS, values))))  # no I/O
             self._settings_cache = cached
         return cached[1]
 
     @property
     def engine(self) -> MFSEngine:
         """The engine that decodes: the injected one, else the one shared by every instance
-        with the same backend fields (the model loads on first access)."""
-        return engine_for(self.settings, self._engine)
+        with the same backend settings (the model loads on first access)."""
+        return engine_for(self.settings, self._engine, owner=type(self).__name__)
 
     @property
     def lc_secrets(self) -> dict[str, str]:
@@ -262,7 +259,7 @@ class MFSParams(MFSFields):
             The first exception among the decodes (the others still complete).
         """
         settings, method = self._call_settings(kwargs)
-        engine = engine_for(settings, self._engine)
+        engine = engine_for(settings, self._engine, owner=type(self).__name__)
         prompts = build(engine, settings)
         answer_key = vote() if vote is not None else None
         futures = engine.submit_prompts(prompts, settings=settings, method=method, answer_key=answer_key)
@@ -275,7 +272,7 @@ class MFSParams(MFSFields):
         settings, method = self._call_settings(kwargs)
 
         def prepare() -> tuple[MFSEngine, list[str]]:
-            engine = engine_for(settings, self._engine)  # may load the model
+            engine = engine_for(settings, self._engine, owner=type(self).__name__)  # may load the model
             return engine, build(engine, settings)
 
         engine, prompts = await asyncio.to_thread(prepare)
@@ -295,7 +292,7 @@ class MFSParams(MFSFields):
             As :meth:`_decode`, before the decode starts.
         """
         settings, method = self._call_settings(kwargs)
-        engine = engine_for(settings, self._engine)
+        engine = engine_for(settings, self._engine, owner=type(self).__name__)
         prompts = build(engine, settings)
         answer_key = vote() if vote is not None else None
         stream = engine.stream_prompts(prompts, settings=settings, method=method, answer_key=answer_key)

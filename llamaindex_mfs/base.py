@@ -98,8 +98,8 @@ class MFSLLM(MFSFields):
     Every :class:`~mfs_core.MFSSettings` field is mirrored as an optional field; a field
     left None takes its value from the injected ``engine``'s settings, else from the
     ``MFS_*`` environment variable or the settings default. LLMs (and LangChain models of
-    ``langchain_mfs``) whose backend fields (``backend``, ``model``, ``device``, ``dtype``,
-    ``batch_size``) agree share one loaded model and one batching engine.
+    ``langchain_mfs``) whose backend settings (:data:`~mfs_core.settings.BACKEND_FIELDS`)
+    agree share one loaded model and one batching engine.
 
     Example:
         >>> from llama_index.core import Settings  # doctest: +SKIP
@@ -109,9 +109,10 @@ class MFSLLM(MFSFields):
         '7'
 
     The model is loaded (or the shared one found) when the LLM is built, so ``metadata``
-    only reads the loaded model's config. An injected ``engine`` is used when its backend
-    fields equal the LLM's (:func:`mfs_core.adapters.engine_for`); its settings then fill
-    the fields left None.
+    only reads the loaded model's config. An injected ``engine`` decodes every call whose
+    backend settings equal its own, and a construction or call whose backend settings differ
+    is refused with a one-line ``ValueError`` naming the fields (never a second model load,
+    :func:`mfs_core.adapters.check_engine`); its settings fill the fields left None.
 
     ``system_prompt`` is LlamaIndex's field and ``MFSSettings.system_prompt`` at once:
     :meth:`complete` renders it as the system message of the chat template, ``predict``
@@ -144,6 +145,7 @@ class MFSLLM(MFSFields):
 
 
     _base: MFSSettings = PrivateAttr()
+    _injected: MFSEngine | None = PrivateAttr(default=None)
     _has_chat_template: bool = PrivateAttr(default=False)
     _renders_tools: bool = PrivateAttr(default=False)
 
@@ -173,8 +175,9 @@ class MFSLLM(MFSFields):
         """Resolve the settings and pick the engine; loads the model unless already loaded."""
         super().model_post_init(context)
         get_decoder(self.method)
+        self._injected = self.engine
         base = self.engine.settings if self.engine is not None else MFSSettings()
-        self.engine = engine_for(settings_from_fields(self._field_values(), base=base), self.engine)
+        self.engine = engine_for(settings_from_fields(self._field_values(), base=base), self._injected, owner="MFSLLM")
         self._base = base
         probe = [{"role": "user", "content": "?"}]
         self._has_chat_template = self.engine.backend.apply_chat_template(probe) is not None
@@ -193,6 +196,13 @@ class MFSLLM(MFSFields):
         """One setting's value without building settings (no environment read)."""
         value = getattr(self, name)
         return value if value is not None else getattr(self._base, name)
+
+    def _engine_for(self, settings: MFSSettings) -> MFSEngine:
+        """The engine of a call: the injected one (refused when the call's backend settings differ,
+        :func:`mfs_core.adapters.check_engine`), else the LLM's own when they are equal, else the shared one."""
+        if self._injected is None and self.engine.settings.backend_settings == settings.backend_settings:
+            return self.engine
+        return engine_for(settings, self._injected, owner="MFSLLM")
 
     @property
     def settings(self) -> MFSSettings:
@@ -231,7 +241,7 @@ class MFSLLM(MFSFields):
         apply_stop("", stop)  # a bad stop (a bare string, a non-string) fails before the decode
         overrides = rename_max_tokens({name: value for name, value in kwargs.items() if name not in _TOOL_KEYS and name != "stop"})
         settings = settings_from_fields({**self._field_values(), **overrides}, base=self._base)
-        engine = engine_for(settings, self.engine)
+        engine = self._engine_for(settings)
         response_format = kwargs.get("response_format")
         if isinstance(response_format, dict):
             response_format = ResponseFormat(response_format["type"], response_format.get("schema"))

@@ -30,9 +30,11 @@ __all__ = [
     "astream_events",
     "await_results",
     "chat_message",
+    "check_engine",
     "engine_for",
     "rename_max_tokens",
     "result_metadata",
+    "settings_fields",
     "settings_from_fields",
     "stream_chunks",
     "stream_events",
@@ -64,8 +66,9 @@ def settings_from_fields(values: Mapping[str, Any], *, base: MFSSettings | None 
     Args:
         values: field name -> value, every name a field of :class:`MFSSettings`. A None
             value leaves that field to ``base`` (how adapters declare "not set").
-        base: settings the values change; None: ``MFSSettings()``, so ``MFS_*``
-            environment variables, then the defaults, fill every field not given.
+        base: settings the values change (then nothing is read: no environment, no
+            ``.env``); None: ``MFSSettings()``, so ``MFS_*`` environment variables, the
+            ``.env`` file, then the defaults fill every field not given.
 
     Returns:
         New frozen settings (``base`` is not changed).
@@ -83,7 +86,45 @@ def settings_from_fields(values: Mapping[str, Any], *, base: MFSSettings | None 
         return MFSSettings(**given)
     if not given:
         return base
-    return MFSSettings(**{**base.model_dump(), **given})
+    return MFSSettings.from_values({**base.model_dump(), **given})  # no environment or .env read
+
+
+def settings_fields(
+    *, optional: bool = False, notes: Mapping[str, str] | None = None, overrides: Mapping[str, Mapping[str, Any]] | None = None
+) -> dict[str, tuple[Any, Any]]:
+    """Every :class:`MFSSettings` field as an adapter field, for ``pydantic.create_model``.
+
+    The one place the adapters' settings fields come from: name, type, default and
+    description are :class:`MFSSettings`' own, so a field added there appears in both
+    adapters with nothing copied by hand. Constraints are left to :class:`MFSSettings`,
+    which validates every value the adapters resolve.
+
+    Args:
+        optional: False (LangChain): the setting's type and default. True (LlamaIndex):
+            ``type | None`` defaulting to None, meaning "not set here" (the description says
+            where such a field takes its value from).
+        notes: field name -> a sentence on what the adapter does with it, appended to the description.
+        overrides: field name -> further ``pydantic.Field`` keywords (``exclude=True``).
+
+    Returns:
+        Field name -> ``(annotation, FieldInfo)``, in :class:`MFSSettings`' order.
+    """
+    from pydantic import Field
+
+    notes, overrides = notes or {}, overrides or {}
+    fields: dict[str, tuple[Any, Any]] = {}
+    for name, field in MFSSettings.model_fields.items():
+        default = field.get_default(call_default_factory=True)
+        if optional:
+            tail = f"None: the injected engine's value, else MFS_{name.upper()} or the MFSSettings default ({default!r})."
+            annotation, value = field.annotation | None, None
+        else:
+            tail = f"Default {default!r}, else MFS_{name.upper()}."
+            annotation, value = field.annotation, default
+        description = " ".join(part for part in (field.description, notes.get(name), tail) if part)
+        extra = {"repr": False} if not field.repr else {}
+        fields[name] = (annotation, Field(default=value, description=description, **{**extra, **overrides.get(name, {})}))
+    return fields
 
 
 def rename_max_tokens(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -212,21 +253,50 @@ async def astream_events(stream: DecodeStream, timeout: float | None) -> AsyncIt
         raise
 
 
-def engine_for(settings: MFSSettings, engine: MFSEngine | None = None) -> MFSEngine:
-    """The engine that decodes with ``settings``: ``engine`` if it holds the same model.
+def engine_for(settings: MFSSettings, engine: MFSEngine | None = None, *, owner: str = "engine_for") -> MFSEngine:
+    """The engine that decodes with ``settings``: ``engine`` when given, else the shared one.
 
-    An injected ``engine`` is used whenever its backend fields (``settings.backend_key()``:
-    backend, model, device, dtype, batch size) equal those of ``settings``; otherwise the
-    engine shared by every caller with these backend fields (:meth:`MFSEngine.from_settings`,
-    which loads the model on first use). Pass ``settings`` to the engine's decode call;
-    the returned engine's own settings may differ in decoder fields.
+    An injected ``engine`` is used when its backend settings
+    (:attr:`MFSSettings.backend_settings`: what chooses, loads and reaches the model) equal
+    those of ``settings``, and refused otherwise (:func:`check_engine`): an adapter handed an
+    engine never loads a second model. Without one, the engine shared by every caller with
+    these backend settings (:meth:`MFSEngine.from_settings`, which loads the model on first
+    use). Pass ``settings`` to the engine's decode call; the returned engine's own settings
+    may differ in decoder fields.
 
     Raises:
+        ValueError: ``engine``'s backend settings differ from ``settings``' (one line naming the fields).
         FileNotFoundError / ImportError: the model or the backend's dependencies are missing.
     """
-    if engine is not None and engine.settings.backend_key() == settings.backend_key():
-        return engine
-    return MFSEngine.from_settings(settings)
+    if engine is None:
+        return MFSEngine.from_settings(settings)
+    check_engine(engine, settings, owner)
+    return engine
+
+
+def check_engine(engine: MFSEngine, settings: MFSSettings, owner: str = "engine_for") -> None:
+    """Refuse ``settings`` whose backend settings differ from the injected ``engine``'s.
+
+    Args:
+        engine: the engine handed to the adapter.
+        settings: what the adapter (or one call) would decode with.
+        owner: who got the engine, for the message (``"ChatMFS"``).
+
+    Raises:
+        ValueError: one line naming each differing field with the engine's and the given
+            value (an API key shown as ``'**********'``), e.g. ``ChatMFS(engine=...): the engine's
+            backend settings differ from this model's in max_retries (engine: 3, here: 5); ...``.
+    """
+    mine, given = engine.settings.backend_settings, settings.backend_settings
+    if mine == given:
+        return
+    names = mine.differences(given)
+    msg = (
+        f"{owner}(engine=...): the engine's backend settings differ from this model's in {', '.join(names)} "
+        f"(engine: {', '.join(mine.shown(n) for n in names)}; here: {', '.join(given.shown(n) for n in names)}); "
+        "build the engine with them (MFSEngine.from_settings) or leave them out"
+    )
+    raise ValueError(msg)
 
 
 def chat_message(

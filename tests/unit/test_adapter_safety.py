@@ -69,7 +69,8 @@ class Recorder(BaseCallbackHandler):
 
 # --- api_key: LangChain --------------------------------------------------------------------------
 @pytest.mark.parametrize("cls", [LangChainMFSLLM, ChatMFS])
-def test_langchain_api_key_is_a_secret_everywhere(cls: type, engine: MFSEngine, tmp_path: Path) -> None:
+def test_langchain_api_key_is_a_secret_everywhere(cls: type, backend: ScriptedBackend, tmp_path: Path) -> None:
+    engine = MFSEngine(backend, SETTINGS.from_values({**SETTINGS.model_dump(), "api_key": KEY}))  # the key reaches the model
     cache = InMemoryCache()
     recorder = Recorder()
     llm = cls(engine=engine, api_key=KEY, cache=cache, callbacks=[recorder])
@@ -100,7 +101,8 @@ def test_langchain_api_key_is_not_a_per_call_setting(engine: MFSEngine) -> None:
 
 
 # --- api_key: LlamaIndex -------------------------------------------------------------------------
-def test_llamaindex_api_key_is_a_secret_everywhere(engine: MFSEngine) -> None:
+def test_llamaindex_api_key_is_a_secret_everywhere(backend: ScriptedBackend) -> None:
+    engine = MFSEngine(backend, SETTINGS.from_values({**SETTINGS.model_dump(), "api_key": KEY}))
     llm = LlamaIndexMFSLLM(engine=engine, api_key=KEY)
     assert llm.settings.api_key.get_secret_value() == KEY
     assert KEY not in repr(llm) and KEY not in str(llm)

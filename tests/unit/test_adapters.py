@@ -55,7 +55,7 @@ def test_engine_for_uses_the_injected_engine_for_the_same_model() -> None:
     assert engine_for(MFSSettings(step_beam_size=2, num_rollouts=3), engine) is engine
 
 
-def test_engine_for_another_model_takes_the_shared_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_engine_for_another_model_refuses_the_injected_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     built: list[MFSSettings] = []
     shared = _engine()
 
@@ -65,9 +65,11 @@ def test_engine_for_another_model_takes_the_shared_engine(monkeypatch: pytest.Mo
 
     monkeypatch.setattr(MFSEngine, "from_settings", classmethod(from_settings))
     other = MFSSettings(model="/models/other")
-    assert engine_for(other, _engine()) is shared
+    with pytest.raises(ValueError, match=r"^engine_for\(engine=...\): .* in model \(engine: 'mfs-demo'; here: '/models/other'\)"):
+        engine_for(other, _engine())
+    assert built == []  # never a second model behind the caller's back
     assert engine_for(other) is shared
-    assert built == [other, other]
+    assert built == [other]
 
 
 # --- chat_message ---------------------------------------------------------------------------

@@ -110,7 +110,7 @@ def test_an_injected_engine_gives_the_defaults(backend: ScriptedBackend, monkeyp
     assert (llm.step_beam_size, llm.num_rollouts, llm.max_steps) == (2, 2, 2)
     assert llm.engine is engine
     assert MFSLLM(engine=engine, max_tokens=30).max_answer_tokens == 30
-    with pytest.raises(ValueError, match="model='other' differs from the injected engine's model='mfs-demo'"):
+    with pytest.raises(ValueError, match=r"in model \(engine: 'mfs-demo'; here: 'other'\)"):
         MFSLLM(engine=engine, model="other")
     with pytest.raises(TypeError, match="engine must be an MFSEngine, got ScriptedBackend"):
         MFSLLM(engine=backend)
