@@ -6,6 +6,7 @@ sequences of floats in nats; outputs are numpy arrays or floats.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ __all__ = [
     "converged",
     "deficits",
     "foresight_quality",
+    "lead_probability",
     "order_by_value",
     "select_beams",
     "selection_weights",
@@ -192,3 +194,39 @@ def select_beams(
 def converged(max_step_value: float, stop_epsilon: float) -> bool:
     """Martingale convergence test (eq. 12): ``max V <= ε_stop``."""
     return max_step_value <= stop_epsilon
+
+
+def lead_probability(counts: Sequence[int]) -> float:
+    """Posterior probability that the leading answer keeps the lead (Adaptive-Consistency's stop).
+
+    With ``v1 >= v2`` the two largest vote counts among the answers seen so far, and a uniform
+    prior on the share ``p`` of the leader among the two, ``p | votes ~ Beta(v1 + 1, v2 + 1)``;
+    this returns ``P(p > 1/2)`` (Aggarwal et al., 2023, "Let's Sample Step by Step:
+    Adaptive-Consistency", the Beta stopping criterion). As more samples arrive, this is the
+    conditional expectation of the event "the leader wins the final vote" given the samples
+    seen: a Doob martingale over the rollouts, which converges to 0 or 1.
+
+    Computed exactly for integer counts: ``I_{1/2}(a, b) = P(Bin(a + b - 1, 1/2) >= a)``, so
+    ``P(p > 1/2) = P(Bin(v1 + v2 + 1, 1/2) <= v1)``.
+
+    Example: ``lead_probability([4, 0]) == 31/32``; ``lead_probability([1, 1]) == 0.5``;
+    no votes give 0.5.
+
+    Args:
+        counts: vote counts per distinct answer, any order, shape (K,), each >= 0.
+
+    Returns:
+        A probability in [0.5, 1).
+
+    Raises:
+        ValueError: a negative count.
+    """
+    ordered = sorted((int(c) for c in counts), reverse=True)
+    if ordered and ordered[-1] < 0:
+        msg = f"vote counts must be >= 0, got {list(counts)}"
+        raise ValueError(msg)
+    leader = ordered[0] if ordered else 0
+    runner_up = ordered[1] if len(ordered) > 1 else 0
+    n = leader + runner_up + 1
+    return sum(math.comb(n, j) for j in range(leader + 1)) / 2**n
+

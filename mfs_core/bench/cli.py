@@ -176,6 +176,7 @@ def bench(
     """Benchmark decoding methods side by side: accuracy, tokens, FLOPs, time (resumable)."""
     from pydantic import ValidationError
 
+    from mfs_core.bench.curve import write_curve
     from mfs_core.bench.datasets import load_dataset
     from mfs_core.bench.plot import plot_accuracy_vs_flops
     from mfs_core.bench.report import (
@@ -255,4 +256,10 @@ def bench(
         png = plot_accuracy_vs_flops(rows, out_dir / "accuracy_vs_flops.png",
                                      title=f"{data.name}, {len(data.examples)} questions, {settings.model}")
         typer.echo(f"plot: {png}")
+    curve = write_curve(records, data.kind, [m.label for m in chosen], out_dir, plot=plot,
+                        title=f"{data.name}, {len(data.examples)} questions, {settings.model}")
+    if curve is not None:
+        typer.echo("\naccuracy against output tokens (self-consistency at every k <= sc's k, from its samples):")
+        typer.echo(curve)
+        typer.echo(f"curve: {out_dir}/curve.md" + (f", {out_dir}/accuracy_vs_tokens.png" if plot else ""))
     typer.echo(f"results: {out_dir}/results.{{json,csv,md}}; per-question records: {out_dir}/records.jsonl")

@@ -177,6 +177,8 @@ def load_dataset(
     key = _ALIASES.get(name_or_path.lower(), name_or_path.lower())
     if key == "demo":
         path, name, kind = demo_heldout_path(), "demo", "demo"
+    elif key == "demo-fresh":
+        path, name, kind = demo_heldout_path().with_name("heldout_fresh.json"), "demo-fresh", "demo"
     elif key in DATASETS:
         spec = DATASETS[key]
         directory = Path(data_dir if data_dir is not None else os.environ.get("MFS_DATA_DIR", "data"))

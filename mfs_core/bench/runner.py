@@ -23,7 +23,7 @@ from typing import Any
 
 from mfs_core.bench.datasets import Dataset, Example
 from mfs_core.bench.prompts import render_example
-from mfs_core.bench.scoring import answer_key, score_completions, score_text
+from mfs_core.bench.scoring import answer_key, extract_prediction, score_completions, score_text
 from mfs_core.decoders import DECODERS
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import MFSSettings
@@ -191,6 +191,11 @@ def _record(method: BenchMethod, example: Example, future: Future, kind: str, se
                 "output_tokens": 0, "prompt_tokens": 0, "flops": 0.0}
     result: DecodeResult = future.result()
     prediction, correct = score_result(kind, result, example.target, settings, method.decoder, example.question)
+    if method.decoder == "sc":  # each sample's answer, in sampling order: SC at every k <= sc_k (bench.curve)
+        record["sample_predictions"] = [
+            extract_prediction(kind, text, example.target, example.question) for text in result.completions
+        ]
+        record["sample_qualities"] = [round(q, 6) for q in result.completion_qualities]
     return {
         **record, "error": None, "prediction": prediction, "correct": correct, "answer": result.answer,
         "vote_share": result.vote_share, "stop_reason": result.stop_reason, "steps": len(result.steps),

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mfs_core import martingale
-from mfs_core.answers import AnswerExtractor
+from mfs_core.answers import AnswerExtractor, extract_answer
 from mfs_core.decoders.common import (
     Decoder,
     TokenTally,
@@ -35,6 +35,8 @@ STOP_REASONS = {
     "finished_pool_full": "the finished pool reached M paths while candidates were still open",
     "max_steps": "max_steps deliberation steps were done",
     "blank_steps": "every candidate of the step stayed blank (whitespace only): the beams are completed as they stand",
+    "answer_decided": "the leading answer of the samples seen keeps the lead with posterior probability >= "
+    "answer_stop_confidence (Adaptive-Consistency's Beta criterion)",
 }
 """The ``stop_reason`` values of an MFS decode and what each means."""
 
@@ -42,6 +44,7 @@ SEARCH_SETTINGS = (
     "step_beam_size", "num_rollouts", "foresight_rollouts", "share_foresight", "reuse_rollouts", "prune_lambda",
     "width_pruning", "stop_epsilon", "min_steps", "max_steps", "early_stopping", "baseline", "selection",
     "max_finished_fraction", "convergence_finish", "aggregation", "temperature", "rollout_temperature", "step_delimiter",
+    "convergence_min_paths", "answer_stop_confidence", "vote_rollouts",
 )
 """Settings copied into ``DecodeResult.search_settings`` (what the trace depends on)."""
 
@@ -60,6 +63,32 @@ class _Beam:
     step_logprob: float | None = None
     rollout: Continuation | None = None
     copies: int = 1
+
+
+class _SampleVote:
+    """Every complete answer the search sampled, in order: foresight rollouts joined with their
+    paths (each rollout once, however many survivors share it) and finished candidates.
+
+    What ``vote_rollouts`` puts to the final vote and ``answer_stop_confidence`` reads.
+    """
+
+    def __init__(self, key: AnswerExtractor) -> None:
+        self.key = key
+        self.texts: list[str] = []
+        self.qualities: list[float] = []
+        self.counts: dict[str, int] = {}
+
+    def add(self, text: str, quality: float) -> None:
+        """Record one complete sample and its F (nats per token)."""
+        self.texts.append(text)
+        self.qualities.append(float(quality))
+        answer = self.key(text)
+        if answer is not None:
+            self.counts[answer] = self.counts.get(answer, 0) + 1
+
+    def lead_probability(self) -> float:
+        """:func:`mfs_core.martingale.lead_probability` of the answers seen."""
+        return martingale.lead_probability(list(self.counts.values()))
 
 
 def _is_finished(cont: Continuation, end_marker: str) -> bool:
@@ -170,6 +199,8 @@ def decode_mfs(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
     max_finished_per_step = int(np.floor(s.max_finished_fraction * s.step_beam_size + 1e-9))
     trace: list[StepTrace] = []
     stop_reason = "max_steps"
+    key = answer_key if answer_key is not None else extract_answer
+    samples = _SampleVote(key)  # every complete answer sampled: rollouts (once each) and finished candidates
 
     for t in range(s.max_steps):
         if trace:  # the previous step is done: tell a listening engine (mfs_core.events)
@@ -201,6 +232,8 @@ def decode_mfs(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
         # step while candidates are open; when every candidate finished, the best up to M.
         finished = [c for c in candidates if c.finished]
         finished = [finished[i] for i in martingale.order_by_value([c.step_logprob for c in finished])]
+        for cand in finished:
+            samples.add(beams[cand.beam_index].text + cand.text, cand.step_logprob)
         open_cands = [c for c in candidates if not c.finished and not c.pruned]
         slots = s.step_beam_size - len(finished_pool)
         pooled = finished[: min(max_finished_per_step, slots) if open_cands else slots]
@@ -267,6 +300,11 @@ def decode_mfs(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
             tally.add(requests, outputs)
             for (g, _), conts in zip(needs, outputs):
                 group_rollouts[g].extend(conts)
+        for group, rollouts in zip(groups, group_rollouts):
+            first = survivors[group[0]]
+            path = beams[first.beam_index].text + first.text + s.step_delimiter
+            for r in rollouts:
+                samples.add(path + r.text, martingale.foresight_quality(r.logprob_sum, r.num_tokens))
         rollout_of: dict[int, Continuation] = {}
         for group, rollouts, reused in zip(groups, group_rollouts, reused_counts):
             quality = float(np.mean([martingale.foresight_quality(r.logprob_sum, r.num_tokens) for r in rollouts]))
@@ -294,7 +332,10 @@ def decode_mfs(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
 
         # 7. Martingale convergence (eq. 12), checked once min_steps steps are behind us. No
         # candidate improved on its parent: discard the step, keep the parent beams.
-        converged = s.early_stopping and t >= s.min_steps and martingale.converged(step.max_step_value, s.stop_epsilon)
+        converged = (
+            s.early_stopping and t >= s.min_steps and len(groups) >= s.convergence_min_paths
+            and martingale.converged(step.max_step_value, s.stop_epsilon)
+        )
         if converged and s.convergence_finish == "parent_beams":
             step.converged = True
             stop_reason = "converged"
@@ -322,6 +363,11 @@ def decode_mfs(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
             step.converged = True
             stop_reason = "converged"
             break
+        # Answer-level stop: the vote over the samples seen is decided (Adaptive-Consistency).
+        if (s.answer_stop_confidence is not None and t >= s.min_steps
+                and samples.lead_probability() >= s.answer_stop_confidence):
+            stop_reason = "answer_decided"
+            break
 
     if trace:
         report_step(trace[-1], [beam.text for beam in beams])
@@ -330,6 +376,14 @@ def decode_mfs(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
     # convergence stop at t = 0 with min_steps = 0) has none, and a beam whose rollout is shared
     # with an earlier beam (copies under share_foresight) would repeat that beam's completion:
     # those are sampled to the end, so the vote has one independent completion per beam.
+    if s.vote_rollouts and samples.texts:
+        completions, qualities = list(samples.texts), list(samples.qualities)
+        completions, triggered = yield from ask_for_answers(prompt, completions, s, tally, answer_key)
+        return finish_result(
+            completions, qualities, settings, tally, stop_reason=stop_reason, steps=trace, method="mfs",
+            search_settings={name: getattr(s, name) for name in SEARCH_SETTINGS},
+            answer_key=answer_key, triggered=triggered,
+        )
     completions = [text for text, _ in finished_pool]
     qualities = [quality for _, quality in finished_pool]
     completion_tokens = 0

@@ -1,0 +1,116 @@
+"""Tune the search rules of issue 35 on tuning questions, against self-consistency's curve.
+
+Each variant is MFS with some of the new rules switched on (``MFSSettings`` fields:
+``convergence_min_paths``, ``vote_rollouts``, ``answer_stop_confidence``), run side by side with
+greedy CoT and self-consistency at ``--sc-k`` samples (which gives SC at every smaller k, see
+:mod:`mfs_core.bench.curve`) on one engine, one model and the same questions. The rule kept is
+the variant with the largest *margin over SC*: its accuracy minus SC's accuracy interpolated
+(linearly in log tokens) at its output tokens per question; ties go to fewer tokens. That
+criterion is fixed here, before any run.
+
+Run from the repository root (the demo held-out set's tuning questions are 0-199)::
+
+    python benchmarks/mfs_rules.py --limit 200 --out bench-results/issue35-tuning
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+from mfs_core.bench.curve import curve_table, format_curve, plot_curve
+from mfs_core.bench.datasets import load_dataset
+from mfs_core.bench.report import format_table, summarize
+from mfs_core.bench.runner import BenchMethod, run_bench
+from mfs_core.engine import MFSEngine
+from mfs_core.settings import MFSSettings
+
+NEW_RULES_OFF = {"convergence_min_paths": 1, "vote_rollouts": False, "answer_stop_confidence": None}
+VARIANTS: dict[str, dict[str, object]] = {
+    "mfs-shared": {},  # issue 24's default: one foresight estimate per distinct path, no new rule
+    "mfs+min-paths": {"convergence_min_paths": 2},
+    "mfs+vote-rollouts": {"vote_rollouts": True},
+    "mfs+min-paths+vote-rollouts": {"convergence_min_paths": 2, "vote_rollouts": True},
+    "mfs+vote-rollouts+answer-stop": {"vote_rollouts": True, "answer_stop_confidence": 0.95},
+    "mfs+all": {"convergence_min_paths": 2, "vote_rollouts": True, "answer_stop_confidence": 0.95},
+}
+"""The variants measured, each as the fields it changes from :data:`NEW_RULES_OFF`."""
+
+
+def sc_interpolated(tokens: float, sc_points: list[tuple[float, float]]) -> float:
+    """SC's accuracy at ``tokens`` output tokens per question, linear in log tokens between the
+    measured ``(tokens, accuracy)`` points (clamped at the ends)."""
+    points = sorted(sc_points)
+    if tokens <= points[0][0]:
+        return points[0][1]
+    for (t0, a0), (t1, a1) in zip(points, points[1:]):
+        if tokens <= t1:
+            w = (math.log(tokens) - math.log(t0)) / (math.log(t1) - math.log(t0))
+            return a0 + w * (a1 - a0)
+    return points[-1][1]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the variants, print the results table, the curve and each variant's margin over SC."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", default="demo")
+    parser.add_argument("--offset", type=int, default=0)
+    parser.add_argument("--limit", type=int, default=200)
+    parser.add_argument("--backend", default="vllm")
+    parser.add_argument("--sc-k", type=int, default=32)
+    parser.add_argument("--step-beam-size", type=int, default=4)
+    parser.add_argument("--num-rollouts", type=int, default=4)
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated names of VARIANTS")
+    parser.add_argument("--extra-methods", default="cot,sc", help="registered decoders run beside (cot, sc, mfs-paper)")
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+
+    settings = MFSSettings(backend=args.backend, step_beam_size=args.step_beam_size, num_rollouts=args.num_rollouts,
+                           seed=0)
+    data = load_dataset(args.dataset, offset=args.offset, limit=args.limit)
+    methods = [BenchMethod(label=m, decoder=m) for m in args.extra_methods.split(",") if m]
+    for name in args.variants.split(","):
+        overrides = {**NEW_RULES_OFF, "share_foresight": True, "reuse_rollouts": False, **VARIANTS[name]}
+        methods.append(BenchMethod(label=name, decoder="mfs", overrides=tuple(sorted(overrides.items()))))
+    engine = MFSEngine.from_settings(settings)
+    try:
+        from tqdm.auto import tqdm
+
+        records = run_bench(engine, data, methods, args.out, settings=settings, sc_k=args.sc_k,
+                            concurrency=args.concurrency, progress=lambda **kw: tqdm(unit="q", **kw))
+    finally:
+        engine.close()
+    labels = [m.label for m in methods]
+    print(format_table(summarize(records, labels)))
+    points = curve_table(records, data.kind, labels)
+    table = format_curve(points)
+    print(table)
+    (args.out / "curve.md").write_text(table + "\n", encoding="utf-8")
+    plot_curve(points, args.out / "accuracy_vs_tokens.png", title=f"{data.name} {args.offset}-"
+               f"{args.offset + len(data.examples) - 1}, tuning")
+    sc_points = [(p.summary.mean_output_tokens, p.summary.accuracy) for p in points if p.is_sc]
+    print("\nmargin over SC at equal tokens (accuracy minus SC interpolated in log tokens):")
+    margins = []
+    for p in points:
+        if p.is_sc:
+            continue
+        r = p.summary
+        margin = r.accuracy - sc_interpolated(r.mean_output_tokens, sc_points)
+        steps = [rec["steps"] for rec in records if rec["method"] == r.method and rec.get("steps") is not None]
+        reasons: dict[str, int] = {}
+        for rec in records:
+            if rec["method"] == r.method and rec.get("stop_reason"):
+                reasons[rec["stop_reason"]] = reasons.get(rec["stop_reason"], 0) + 1
+        mean_steps = sum(steps) / len(steps) if steps else float("nan")
+        margins.append((margin, -r.mean_output_tokens, r.method))
+        print(f"  {r.method}: {100 * r.accuracy:.1f}% at {r.mean_output_tokens:,.0f} tok/q, margin "
+              f"{100 * margin:+.1f} points; mean steps {mean_steps:.2f}; stops {reasons}")
+    best = max((m for m in margins if m[2] in VARIANTS), default=None)
+    if best is not None:
+        print(f"kept by the criterion: {best[2]} (margin {100 * best[0]:+.1f} points)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,228 @@
+"""The accuracy–tokens curve: self-consistency at every k against each search at its own tokens.
+
+One self-consistency run at ``k_max`` samples per question holds self-consistency at every
+``k <= k_max``: its first ``k`` samples are exactly what a run at ``k`` would have drawn in
+distribution (independent samples at the same temperature), so ``sc@k`` is scored by the
+majority of a question's first ``k`` sample answers (ties broken by the highest mean log-prob
+per token, then by order, as :func:`mfs_core.answers.majority_vote`). Its output tokens per
+question are ``k / k_max`` of the run's (a sample's expected length times ``k``).
+
+Every other method of the run is a point at its own mean output tokens per question, and is
+paired (exact McNemar, :func:`mfs_core.bench.report.paired_comparisons`) with self-consistency
+at the ``k`` that spends the same tokens (:func:`matched_k`; any k up to the run's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mfs_core.answers import majority_vote
+from mfs_core.bench.report import MethodSummary, PairedComparison, paired_comparisons, summarize
+from mfs_core.bench.scoring import is_correct
+
+__all__ = ["CurvePoint", "curve_records", "curve_table", "format_curve", "matched_k", "plot_curve", "sc_ks", "write_curve"]
+
+DEFAULT_KS = (1, 2, 4, 8, 16, 32, 64)
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """One point of the curve and, for a search, its paired test against self-consistency.
+
+    Attributes:
+        summary: the method's row (accuracy, 95% Wilson interval, tokens per question).
+        sc_label: for a non-SC method, ``sc@k`` at its matched k (None for SC points).
+        paired: the exact McNemar comparison with ``sc_label`` (None for SC points).
+        sc_summary: the row of ``sc_label`` (accuracy and tokens of the matched SC).
+    """
+
+    summary: MethodSummary
+    sc_label: str | None = None
+    paired: PairedComparison | None = None
+    sc_summary: MethodSummary | None = None
+
+    @property
+    def is_sc(self) -> bool:
+        """Whether this is a self-consistency point of the curve."""
+        return self.summary.method.startswith("sc@")
+
+
+def sc_ks(records: Sequence[dict[str, Any]], ks: Sequence[int] = DEFAULT_KS) -> list[int]:
+    """The ``k`` of ``ks`` that the run's self-consistency samples cover (``k <= `` its smallest ``sc_k``)."""
+    held = [len(r["sample_predictions"]) for r in records if r.get("decoder") == "sc" and "sample_predictions" in r
+            and r.get("error") is None]
+    if not held:
+        return []
+    return [k for k in ks if k <= min(held)]
+
+
+def _sc_samples(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in records if r.get("decoder") == "sc" and "sample_predictions" in r and r.get("error") is None]
+
+
+def curve_records(records: Sequence[dict[str, Any]], kind: str, ks: Sequence[int] = DEFAULT_KS) -> list[dict[str, Any]]:
+    """Records of ``sc@k`` for each ``k`` of ``ks`` that the run covers, made from its self-consistency records.
+
+    Args:
+        records: bench records; self-consistency's carry ``sample_predictions`` and
+            ``sample_qualities`` (:mod:`mfs_core.bench.runner`).
+        kind: the set's scoring kind (``"demo"``, ``"gsm8k"``, ...), for :func:`is_correct`.
+        ks: the sample counts wanted (any k up to the run's, not only powers of two).
+
+    Returns:
+        One record per (k, question), labelled ``sc@k``, with ``correct``, ``prediction``,
+        ``output_tokens`` (``k / k_max`` of the run's) and ``flops`` scaled the same way.
+    """
+    out = []
+    covered = sc_ks(records, ks)
+    for record in _sc_samples(records):
+        predictions, qualities = record["sample_predictions"], record["sample_qualities"]
+        k_max = len(predictions)
+        for k in covered:
+            vote = majority_vote(predictions[:k], qualities[:k])
+            share = k / k_max
+            out.append({
+                "method": f"sc@{k}", "decoder": "sc", "index": record["index"], "id": record["id"],
+                "sc_k": k, "error": None, "prediction": vote.answer,
+                "correct": is_correct(kind, vote.answer, record["target"]),
+                "output_tokens": record["output_tokens"] * share, "prompt_tokens": record["prompt_tokens"],
+                "flops": record["flops"] * share, "elapsed_seconds": 0.0, "generate_seconds": 0.0,
+            })
+    return out
+
+
+def matched_k(tokens: float, records: Sequence[dict[str, Any]]) -> int | None:
+    """The k at which self-consistency spends ``tokens`` output tokens per question.
+
+    ``round(tokens / (mean output tokens of one sample))``, clamped to ``[1, k_max]`` (the run's
+    samples per question); None when the run has no self-consistency samples.
+    """
+    held = _sc_samples(records)
+    if not held:
+        return None
+    k_max = min(len(r["sample_predictions"]) for r in held)
+    per_sample = sum(r["output_tokens"] / len(r["sample_predictions"]) for r in held) / len(held)
+    return max(1, min(k_max, round(tokens / per_sample))) if per_sample > 0 else k_max
+
+
+def curve_table(records: Sequence[dict[str, Any]], kind: str, methods: Sequence[str],
+                ks: Sequence[int] = DEFAULT_KS) -> list[CurvePoint]:
+    """Every point of the curve: ``sc@k`` for each covered k, then each of ``methods``, paired
+    with self-consistency at its matched k (:func:`matched_k`).
+
+    Args:
+        records: the run's records.
+        kind: the set's scoring kind.
+        methods: labels of the other methods to place on the curve (those without records are
+            left out; ``"sc"`` itself is replaced by its ``sc@k`` points).
+        ks: the self-consistency sample counts of the curve.
+
+    Returns:
+        The points, self-consistency first (in k order).
+    """
+    sc_labels = [f"sc@{k}" for k in sc_ks(records, ks)]
+    points = [CurvePoint(row) for row in summarize(curve_records(records, kind, ks), sc_labels)]
+    for row in summarize(records, [m for m in methods if m != "sc"]):
+        k = matched_k(row.mean_output_tokens, records)
+        if k is None:
+            points.append(CurvePoint(row))
+            continue
+        matched = curve_records(records, kind, [k])
+        pool = [r for r in records if r["method"] == row.method] + matched
+        paired = next(iter(paired_comparisons(pool, row.method)), None)
+        sc_row = summarize(matched, [f"sc@{k}"])[0]
+        points.append(CurvePoint(row, f"sc@{k}", paired, sc_row))
+    return points
+
+
+def format_curve(points: Sequence[CurvePoint]) -> str:
+    """The curve as a Markdown table: accuracy, 95% interval, output tokens per question, and
+    for each search self-consistency at its matched k with the paired counts and exact McNemar p."""
+    lines = [
+        "| method | accuracy % | 95% CI | correct | out tokens/q | SC at its tokens | SC accuracy % | only method | only SC "
+        "| McNemar p |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for p in points:
+        r = p.summary
+        ci = f"{100 * r.accuracy_low:.1f}-{100 * r.accuracy_high:.1f}"
+        head = f"| {r.method} | {100 * r.accuracy:.1f} | {ci} | {r.correct}/{r.questions} | {r.mean_output_tokens:.1f}"
+        if p.paired is None or p.sc_summary is None:
+            lines.append(head + " | | | | | |")
+        else:
+            lines.append(head + f" | {p.sc_label} | {100 * p.sc_summary.accuracy:.1f} | {p.paired.only_method} | "
+                         f"{p.paired.only_other} | {p.paired.p_value:.3f} |")
+    return "\n".join(lines)
+
+
+def plot_curve(points: Sequence[CurvePoint], path: str | Path, title: str = "") -> Path:
+    """Accuracy (%) against output tokens per question (log scale): SC's curve as a line, each
+    search as a point, all with 95% Wilson intervals.
+
+    Raises:
+        ImportError: matplotlib is missing (``pip install "mfs-decoding[bench]"``).
+        ValueError: no points.
+    """
+    if not points:
+        msg = "nothing to plot: the curve has no points"
+        raise ValueError(msg)
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg", force=True)
+        import matplotlib.pyplot as plt
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        msg = 'plotting needs matplotlib: pip install "mfs-decoding[bench]"'
+        raise ImportError(msg) from exc
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(8.0, 4.6), dpi=120)
+    try:
+        def bar(row: MethodSummary) -> tuple[float, list[list[float]]]:
+            acc = 100 * row.accuracy
+            return acc, [[acc - 100 * row.accuracy_low], [100 * row.accuracy_high - acc]]
+
+        sc = [p.summary for p in points if p.is_sc]
+        if sc:
+            xs = [r.mean_output_tokens for r in sc]
+            ys = [100 * r.accuracy for r in sc]
+            ax.plot(xs, ys, "-o", color="0.4", label="self-consistency, k = " + ", ".join(r.method[3:] for r in sc))
+            for r in sc:
+                acc, err = bar(r)
+                ax.errorbar([r.mean_output_tokens], [acc], yerr=err, fmt="none", color="0.4", capsize=2)
+        colors = plt.get_cmap("tab10")
+        markers = "sD^vP*Xh<>"
+        for i, p in enumerate(q for q in points if not q.is_sc):
+            r = p.summary
+            acc, err = bar(r)
+            ax.errorbar([r.mean_output_tokens], [acc], yerr=err, fmt=markers[i % len(markers)], color=colors(i % 10),
+                        markersize=7, capsize=3, label=f"{r.method}: {acc:.1f}%, {r.mean_output_tokens:,.0f} tok/q")
+        ax.set_xscale("log")
+        ax.set_xlabel("output tokens per question (log scale)")
+        ax.set_ylabel("accuracy (%), 95% interval")
+        ax.grid(True, which="both", alpha=0.3)
+        if title:
+            ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False)
+        fig.savefig(out, bbox_inches="tight")
+    finally:
+        plt.close(fig)
+    return out
+
+
+def write_curve(records: Sequence[dict[str, Any]], kind: str, methods: Sequence[str], out_dir: str | Path,
+                title: str = "", plot: bool = True) -> str | None:
+    """Write ``curve.md`` (and ``accuracy_vs_tokens.png``) into ``out_dir`` when the run holds
+    self-consistency samples for at least two values of k; return the table, else None."""
+    points = curve_table(records, kind, methods)
+    if sum(p.is_sc for p in points) < 2:
+        return None
+    table = format_curve(points)
+    out = Path(out_dir)
+    (out / "curve.md").write_text(table + "\n", encoding="utf-8")
+    if plot:
+        plot_curve(points, out / "accuracy_vs_tokens.png", title=title)
+    return table
