@@ -40,7 +40,7 @@ from mfs_core.backends._hf import quiet_transformers
 from mfs_core.backends.openai import OpenAIBackend
 from mfs_core.backends.transformers import TransformersBackend
 from mfs_core.backends.vllm import VLLMBackend, engine_kwargs, quiet_vllm
-from mfs_core.backends.vllm_serve import VLLMServer
+from mfs_core.vllm_server import VLLMServer
 from mfs_core.bench.datasets import load_dataset
 from mfs_core.bench.report import wilson_interval
 from mfs_core.bench.runner import score_result

@@ -57,7 +57,7 @@ def _engine(backend: str, stack: ExitStack) -> tuple[MFSEngine, float]:
                                                                           kv_cache_gib=1.0)))
     else:
         from mfs_core.backends.openai import OpenAIBackend
-        from mfs_core.backends.vllm_serve import VLLMServer
+        from mfs_core.vllm_server import VLLMServer
 
         log = Path(tempfile.mkdtemp(prefix="mfs-serve-")) / "server.log"
         server = stack.enter_context(VLLMServer(MFSSettings(backend="vllm", dtype="float32", kv_cache_gib=1.0),

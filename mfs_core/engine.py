@@ -28,7 +28,7 @@ from typing import Any
 
 from mfs_core.answers import AnswerExtractor
 from mfs_core.backends import Backend, create_backend
-from mfs_core.backends.base import BackendOutputError, GenerateTimeoutError
+from mfs_core.errors import BackendOutputError, GenerateTimeoutError
 from mfs_core.decoders import SELECTING_DECODERS, Decoder, get_decoder
 from mfs_core.decoders.common import step_sink
 from mfs_core.events import EventCallback, StepEvent, StopEvent, committed_prefix

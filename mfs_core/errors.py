@@ -1,4 +1,8 @@
-"""One-line error messages for bad settings and unknown names.
+"""The library's errors, and one-line error messages for bad settings and unknown names.
+
+:class:`ContextWindowError`, :class:`BackendOutputError` and :class:`GenerateTimeoutError`
+are raised by the backends and the engine (also importable from ``mfs_core.backends.base``,
+their former home).
 
 A pydantic ``ValidationError`` prints several lines per error and a documentation URL;
 :func:`format_validation_error` turns it into one line that names each bad field, the value
@@ -17,8 +21,26 @@ from annotated_types import Ge, Gt, Le, Lt, MinLen
 from pydantic import BaseModel, ValidationError
 
 __all__ = [
-    "OneLineValidationError", "allowed_range", "closest", "format_validation_error", "one_line", "unknown_name_message",
+    "BackendOutputError", "ContextWindowError", "GenerateTimeoutError", "OneLineValidationError", "allowed_range",
+    "closest", "format_validation_error", "one_line", "unknown_name_message",
 ]
+
+
+class ContextWindowError(ValueError):
+    """A prompt (plus its ``max_tokens``) does not fit the model's context window."""
+
+
+class BackendOutputError(RuntimeError):
+    """A backend answered a ``generate`` call in a shape the protocol does not allow.
+
+    Too few or too many results or continuations, or a log-probability that is NaN or
+    infinite. The engine retries the decodes of such a round one at a time, so only the
+    decode whose requests cause it fails.
+    """
+
+
+class GenerateTimeoutError(TimeoutError):
+    """``backend.generate`` did not return within the decodes' ``generate_timeout`` (seconds)."""
 
 
 def closest(name: str, valid: Iterable[str]) -> str | None:

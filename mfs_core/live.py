@@ -60,7 +60,7 @@ def write_traces(result: DecodeResult, question: str, *, html_path: Path | None,
 
     Raises:
         OSError: a file cannot be written.
-        ImportError: ``png_path`` given without matplotlib (``pip install "mfs[bench]"``).
+        ImportError: ``png_path`` given without matplotlib (``pip install "mfs-decoding[bench]"``).
         ValueError: ``png_path`` given for a decode without pruning data (no steps).
     """
     if html_path is not None:

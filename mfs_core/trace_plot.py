@@ -51,7 +51,7 @@ def plot_deficits(result: DecodeResult, path: str | Path, *, title: str = "") ->
         The path written.
 
     Raises:
-        ImportError: matplotlib is missing (``pip install "mfs[bench]"``).
+        ImportError: matplotlib is missing (``pip install "mfs-decoding[bench]"``).
         ValueError: the result has no step with unfinished candidates to draw.
     """
     rows = step_deficits(result)
@@ -64,7 +64,7 @@ def plot_deficits(result: DecodeResult, path: str | Path, *, title: str = "") ->
         matplotlib.use("Agg", force=True)
         import matplotlib.pyplot as plt
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        msg = 'plotting needs matplotlib: pip install "mfs[bench]"'
+        msg = 'plotting needs matplotlib: pip install "mfs-decoding[bench]"'
         raise ImportError(msg) from exc
 
     fig, (top, bottom) = plt.subplots(

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mfs_core.backends.base import Backend, ContextWindowError
+from mfs_core.backends.base import Backend
+from mfs_core.errors import ContextWindowError
 
 if TYPE_CHECKING:
     from mfs_core.settings import MFSSettings

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from mfs_core.errors import BackendOutputError, ContextWindowError, GenerateTimeoutError  # re-exported: their old home
 from mfs_core.types import Continuation, GenerationRequest
 
 __all__ = [
@@ -50,23 +51,6 @@ def warn_unconstrained_grammar(backend: Any, requests: Sequence[GenerationReques
         "%s samples a request whose prompt ends inside an action's JSON value without the action grammar "
         "(constrain_actions): only the transformers backend can continue a grammar from there; such actions "
         "are checked after parsing", type(backend).__name__)
-
-
-class ContextWindowError(ValueError):
-    """A prompt (plus its ``max_tokens``) does not fit the model's context window."""
-
-
-class BackendOutputError(RuntimeError):
-    """A backend answered a ``generate`` call in a shape the protocol does not allow.
-
-    Too few or too many results or continuations, or a log-probability that is NaN or
-    infinite. The engine retries the decodes of such a round one at a time, so only the
-    decode whose requests cause it fails.
-    """
-
-
-class GenerateTimeoutError(TimeoutError):
-    """``backend.generate`` did not return within the decodes' ``generate_timeout`` (seconds)."""
 
 
 @runtime_checkable

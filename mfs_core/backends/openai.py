@@ -72,7 +72,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -80,7 +80,8 @@ from urllib.parse import urlsplit
 from pydantic import SecretStr
 
 from mfs_core.backends import _hf
-from mfs_core.backends.base import ContextWindowError, warn_unconstrained_grammar, warn_unhonoured_choices
+from mfs_core.backends.base import warn_unconstrained_grammar, warn_unhonoured_choices
+from mfs_core.errors import ContextWindowError
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, FinishReason, GenerationRequest
 
@@ -791,47 +792,70 @@ class OpenAIBackend:
             return True
         raise self._unreachable({u.removesuffix("/completions"): e for u, e in refused.items()})
 
-    def _send(self, client: Any, index: int, request: GenerationRequest, body: dict[str, Any], replica: int,
-              prompt_tokens: int | None) -> list[Continuation]:
-        """POST one request, retrying faults; blocking."""
+    def _attempts(self, index: int, request: GenerationRequest, replica: int,
+                  prompt_tokens: int | None) -> Generator[tuple[str, Any], Any, list[Continuation]]:
+        """The retry loop of one request, without I/O: :meth:`_send` and :meth:`_asend` drive it.
+
+        Yields ``("post", url)``, to be answered with ``(response, None)`` or ``(None, error)``
+        (an ``httpx.TransportError``), and ``("sleep", seconds)``, answered with None; returns
+        the continuations. A fault (see the module docstring) is retried up to
+        ``max_retries`` times, across the replicas' URLs; a refused connection moves to the
+        next URL at once (:meth:`_refused`).
+
+        Raises:
+            ServerUnreachableError: every URL the request may try refused the connection.
+            OpenAIBackendError: still failing after ``max_retries`` retries, or a non-retryable answer.
+            ContextWindowError / SingleSampleError / MissingLogprobsError: see :meth:`_outcome`.
+        """
         refused: dict[str, Exception] = {}
         for attempt in range(self.max_retries + 1):
             url = self._url(replica, attempt)
-            try:
-                response, error = client.post(url, json=body, headers=self._headers), None
-            except self.httpx.ConnectError as exc:
-                if self._refused(refused, replica, attempt, url, exc):
-                    continue
-            except self.httpx.TransportError as exc:
-                response, error = None, exc
+            response, error = yield ("post", url)
+            if isinstance(error, self.httpx.ConnectError) and self._refused(refused, replica, attempt, url, error):
+                continue
             outcome = self._outcome(url, request, prompt_tokens, response, error)
             if not isinstance(outcome, _Fault):
                 return outcome
             logger.info("request %d, attempt %d at %s: %s", index, attempt + 1, url, outcome.message)
             if attempt < self.max_retries:
-                time.sleep(self._delay(attempt, outcome))
+                yield ("sleep", self._delay(attempt, outcome))
         raise self._failed(index, replica, outcome)
+
+    def _send(self, client: Any, index: int, request: GenerationRequest, body: dict[str, Any], replica: int,
+              prompt_tokens: int | None) -> list[Continuation]:
+        """POST one request, retrying faults (:meth:`_attempts`); blocking."""
+        steps, reply = self._attempts(index, request, replica, prompt_tokens), None
+        try:
+            while True:
+                kind, value = steps.send(reply)
+                if kind == "sleep":
+                    time.sleep(value)
+                    reply = None
+                    continue
+                try:
+                    reply = (client.post(value, json=body, headers=self._headers), None)
+                except self.httpx.TransportError as exc:
+                    reply = (None, exc)
+        except StopIteration as done:
+            return done.value
 
     async def _asend(self, client: Any, index: int, request: GenerationRequest, body: dict[str, Any], replica: int,
                      prompt_tokens: int | None) -> list[Continuation]:
-        """POST one request, retrying faults; async twin of :meth:`_send`."""
-        refused: dict[str, Exception] = {}
-        for attempt in range(self.max_retries + 1):
-            url = self._url(replica, attempt)
-            try:
-                response, error = await client.post(url, json=body, headers=self._headers), None
-            except self.httpx.ConnectError as exc:
-                if self._refused(refused, replica, attempt, url, exc):
+        """POST one request, retrying faults (:meth:`_attempts`, the same loop as :meth:`_send`); async."""
+        steps, reply = self._attempts(index, request, replica, prompt_tokens), None
+        try:
+            while True:
+                kind, value = steps.send(reply)
+                if kind == "sleep":
+                    await asyncio.sleep(value)
+                    reply = None
                     continue
-            except self.httpx.TransportError as exc:
-                response, error = None, exc
-            outcome = self._outcome(url, request, prompt_tokens, response, error)
-            if not isinstance(outcome, _Fault):
-                return outcome
-            logger.info("request %d, attempt %d at %s: %s", index, attempt + 1, url, outcome.message)
-            if attempt < self.max_retries:
-                await asyncio.sleep(self._delay(attempt, outcome))
-        raise self._failed(index, replica, outcome)
+                try:
+                    reply = (await client.post(value, json=body, headers=self._headers), None)
+                except self.httpx.TransportError as exc:
+                    reply = (None, exc)
+        except StopIteration as done:
+            return done.value
 
     def _discover_context_window(self) -> int:
         """GET ``/v1/models`` (vLLM's ``max_model_len``), then the tokenizer, then unknown.

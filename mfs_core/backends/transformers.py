@@ -65,7 +65,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mfs_core.backends.base import ContextWindowError
+from mfs_core.errors import ContextWindowError
 from mfs_core.models import demo_model_path, resolve_model_path
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest, RequestGrammar, TriggeredChoice

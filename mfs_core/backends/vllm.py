@@ -86,7 +86,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from mfs_core.backends import _hf
-from mfs_core.backends.base import ContextWindowError, warn_unconstrained_grammar, warn_unhonoured_choices
+from mfs_core.backends.base import warn_unconstrained_grammar, warn_unhonoured_choices
+from mfs_core.errors import ContextWindowError
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest
 

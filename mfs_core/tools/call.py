@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from mfs_core.backends.base import ContextWindowError
+from mfs_core.errors import ContextWindowError
 from mfs_core.tools.actions import ActionVote, ToolRequest, normalise_tool_choice
 from mfs_core.tools.grammar import ActionGrammar, ActionTag
 from mfs_core.tools.parsers import ParsedOutput

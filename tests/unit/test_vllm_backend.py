@@ -368,7 +368,7 @@ def test_kv_cache_gib_range_and_managed_key() -> None:
 
 def test_server_command_carries_the_engine_kwargs() -> None:
     from mfs_core.backends.transformers import demo_model_path
-    from mfs_core.backends.vllm_serve import server_command
+    from mfs_core.vllm_server import server_command
 
     command = server_command(MFSSettings(backend="vllm", vllm_kwargs={"enforce_eager": True}), port=8011, cpu=True)
     assert command[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]

@@ -18,7 +18,7 @@ vllm = pytest.importorskip("vllm", reason="needs vLLM (CPU build or CUDA); .ci/r
 
 from mfs_core.backends.transformers import TransformersBackend  # noqa: E402
 from mfs_core.backends.vllm import VLLMBackend  # noqa: E402
-from mfs_core.backends.vllm_serve import VLLMServer  # noqa: E402
+from mfs_core.vllm_server import VLLMServer  # noqa: E402
 from mfs_core.settings import MFSSettings  # noqa: E402
 
 # float32 everywhere, so that greedy decodes can be compared with the transformers backend; 1 GiB

@@ -17,7 +17,7 @@ from bounded import within
 from mfs_core.backends.openai import OpenAIBackend
 from mfs_core.backends.transformers import TransformersBackend
 from mfs_core.backends.vllm import VLLMBackend
-from mfs_core.backends.vllm_serve import VLLMServer
+from mfs_core.vllm_server import VLLMServer
 from mfs_core.bench.constrained import FORCED_CALL, STRUCTURED_OUTPUT, run_actions
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import MFSSettings

@@ -1,7 +1,7 @@
 """The HTTP backend against real ``vllm serve`` replicas of the demo model on loopback.
 
 The servers (``conftest.vllm_servers``) are vLLM's own OpenAI-compatible API server, started
-with the in-process engine's arguments (:mod:`mfs_core.backends.vllm_serve`). vLLM seeds a
+with the in-process engine's arguments (:mod:`mfs_core.vllm_server`). vLLM seeds a
 generator per request, so a seeded request gives the same samples in-process and over HTTP,
 on either replica: decodes through the servers must equal in-process vLLM's, also when one
 replica is killed in the middle of them.
@@ -20,7 +20,7 @@ from bounded import within
 
 from mfs_core.backends.openai import OpenAIBackend
 from mfs_core.backends.vllm import VLLMBackend
-from mfs_core.backends.vllm_serve import VLLMServer
+from mfs_core.vllm_server import VLLMServer
 from mfs_core.bench.datasets import demo_heldout_path
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import MFSSettings
