@@ -117,6 +117,15 @@ BackendOption = Annotated[
     Optional[str], typer.Option(help="transformers | vllm | openai.", show_default=_default("backend"))
 ]
 # The model and search options above are shared by ``mfs ask`` and ``mfs serve``.
+_SETTING_FLAGS = ("model", "step_beam_size", "num_rollouts", "prune_lambda", "stop_epsilon", "temperature", "max_steps",
+                  "seed", "backend", "base_url", "tokenizer", "api_key", "device", "dtype")
+
+
+def setting_flags(values: dict[str, Any]) -> dict[str, Any]:
+    """The settings flags of ``mfs ask`` / ``mfs serve`` (a command's ``locals()``) as :func:`resolve_settings` takes them."""
+    flags = {name: values[name] for name in _SETTING_FLAGS}
+    flags["base_urls"] = flags.pop("base_url") or None
+    return flags
 
 
 def resolve_settings(flags: dict[str, Any]) -> tuple[MFSSettings, dict[str, str]]:
@@ -232,12 +241,7 @@ def ask(
     trace_html: Annotated[Optional[Path], typer.Option(help="Write the search tree as a self-contained HTML page.")] = None,
     trace_png: Annotated[Optional[Path], typer.Option(help="Write the deficits against c_prune per step (PNG).")] = None,
 ) -> None:
-    flags = {
-        "model": model, "step_beam_size": step_beam_size, "num_rollouts": num_rollouts, "prune_lambda": prune_lambda,
-        "stop_epsilon": stop_epsilon, "temperature": temperature, "max_steps": max_steps, "seed": seed,
-        "backend": backend, "base_urls": base_url or None, "tokenizer": tokenizer, "api_key": api_key,
-        "device": device, "dtype": dtype,
-    }
+    flags = setting_flags(locals())
     try:
         check_question(question)
         settings, sources = resolve_settings(flags)
@@ -318,12 +322,7 @@ def serve(
     served_model_name: serve_cli.ServedModelNameOption = None,
     shutdown_timeout: serve_cli.ShutdownTimeoutOption = None,
 ) -> None:
-    flags = {
-        "model": model, "step_beam_size": step_beam_size, "num_rollouts": num_rollouts, "prune_lambda": prune_lambda,
-        "stop_epsilon": stop_epsilon, "temperature": temperature, "max_steps": max_steps, "seed": seed,
-        "backend": backend, "base_urls": base_url or None, "tokenizer": tokenizer, "api_key": api_key,
-        "device": device, "dtype": dtype,
-    }
+    flags = setting_flags(locals())
     server_flags = {
         "host": host, "port": port, "api_key": server_api_key, "queue_size": queue_size,
         "max_body_bytes": max_body_bytes, "max_messages": max_messages, "model_name": served_model_name,

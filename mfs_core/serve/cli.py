@@ -8,6 +8,7 @@ precedence: flag, ``MFS_*``, CPU defaults, defaults) and these server flags, eac
 from __future__ import annotations
 
 import logging
+import os
 from typing import Annotated, Any, Optional
 
 import typer
@@ -62,7 +63,9 @@ def server_settings(flags: dict[str, Any]) -> Any:
     from mfs_core.serve.config import ServerSettings
 
     given = {name: value for name, value in flags.items() if value is not None}
-    sources = {name: "--" + ("server-api-key" if name == "api_key" else name.replace("_", "-")) for name in given}
+    sources = {name: f"MFS_SERVER_{name.upper()}" for name in ServerSettings.model_fields
+               if f"MFS_SERVER_{name.upper()}" in os.environ}
+    sources.update({name: "--" + ("server-api-key" if name == "api_key" else name.replace("_", "-")) for name in given})
     try:
         return ServerSettings(**given)
     except ValidationError as exc:

@@ -1,0 +1,42 @@
+"""``mfs serve``'s flags: bad values fail in one line before any model loads; MFS_SERVER_* is read."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from mfs_core.cli import app
+
+
+@pytest.mark.parametrize(("argv", "env", "needle"), [
+    (["--port", "99999"], {}, "port=99999 (from --port): Input should be less than or equal to 65535; allowed: 0 <= port <= 65535"),
+    ([], {"MFS_SERVER_QUEUE_SIZE": "0"}, "queue_size='0' (from MFS_SERVER_QUEUE_SIZE): Input should be greater than or equal to 1"),
+    (["--step-beam-size", "0"], {}, "step_beam_size=0 (from --step-beam-size): Input should be greater than or equal to 1"),
+    (["--model", "./no/such/dir"], {}, "model './no/such/dir' was not found"),
+])
+def test_bad_flags_fail_in_one_line_before_loading(argv, env, needle, monkeypatch) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    result = CliRunner().invoke(app, ["serve", *argv])
+    assert result.exit_code == 2
+    assert needle in result.output and result.output.count("\n") == 1, result.output
+
+
+def test_server_variables_are_not_reported_as_unknown_settings(monkeypatch) -> None:
+    import warnings
+
+    from mfs_core.settings import MFSSettings, UnknownSettingWarning
+
+    monkeypatch.setenv("MFS_SERVER_API_KEY", "sk-x")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnknownSettingWarning)
+        MFSSettings()
+
+
+def test_the_server_key_is_a_secret(monkeypatch) -> None:
+    from mfs_core.serve import ServerSettings
+
+    monkeypatch.setenv("MFS_SERVER_API_KEY", "sk-secret-value")
+    config = ServerSettings()
+    assert config.api_key.get_secret_value() == "sk-secret-value"
+    assert "sk-secret-value" not in repr(config) and "sk-secret-value" not in str(config.model_dump())
