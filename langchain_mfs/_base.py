@@ -66,6 +66,7 @@ class MFSParams(MFSFields):
     """
 
     _engine: MFSEngine | None = PrivateAttr(default=None)
+    _own_engine: MFSEngine | None = PrivateAttr(default=None)
     _settings_cache: tuple[tuple[Any, ...], MFSSettings] | None = PrivateAttr(default=None)
 
     def __init__(self, *, engine: MFSEngine | None = None, **data: Any) -> None:
@@ -136,7 +137,19 @@ class MFSParams(MFSFields):
     def engine(self) -> MFSEngine:
         """The engine that decodes: the injected one, else the one shared by every instance
         with the same backend settings (the model loads on first access)."""
-        return engine_for(self.settings, self._engine, owner=type(self).__name__)
+        return self._engine_for(self.settings)
+
+    def _engine_for(self, settings: MFSSettings) -> MFSEngine:
+        """The engine that decodes ``settings``: the injected one (refused when the backend
+        settings differ, :func:`mfs_core.adapters.check_engine`), else this instance's engine on
+        the shared backend, made once (:meth:`MFSEngine.from_settings`) and kept while its
+        backend settings are the ones asked for (closing it counts one engine out of the backend)."""
+        if self._engine is not None:
+            return engine_for(settings, self._engine, owner=type(self).__name__)
+        own = self._own_engine
+        if own is None or own.closed or own.settings.backend_settings != settings.backend_settings:
+            own = self._own_engine = engine_for(settings)
+        return own
 
     @property
     def lc_secrets(self) -> dict[str, str]:
@@ -259,7 +272,7 @@ class MFSParams(MFSFields):
             The first exception among the decodes (the others still complete).
         """
         settings, method = self._call_settings(kwargs)
-        engine = engine_for(settings, self._engine, owner=type(self).__name__)
+        engine = self._engine_for(settings)
         prompts = build(engine, settings)
         answer_key = vote() if vote is not None else None
         futures = engine.submit_prompts(prompts, settings=settings, method=method, answer_key=answer_key)
@@ -272,7 +285,7 @@ class MFSParams(MFSFields):
         settings, method = self._call_settings(kwargs)
 
         def prepare() -> tuple[MFSEngine, list[str]]:
-            engine = engine_for(settings, self._engine, owner=type(self).__name__)  # may load the model
+            engine = self._engine_for(settings)  # may load the model
             return engine, build(engine, settings)
 
         engine, prompts = await asyncio.to_thread(prepare)
@@ -292,7 +305,7 @@ class MFSParams(MFSFields):
             As :meth:`_decode`, before the decode starts.
         """
         settings, method = self._call_settings(kwargs)
-        engine = engine_for(settings, self._engine, owner=type(self).__name__)
+        engine = self._engine_for(settings)
         prompts = build(engine, settings)
         answer_key = vote() if vote is not None else None
         stream = engine.stream_prompts(prompts, settings=settings, method=method, answer_key=answer_key)

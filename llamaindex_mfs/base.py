@@ -200,8 +200,9 @@ class MFSLLM(MFSFields):
     def _engine_for(self, settings: MFSSettings) -> MFSEngine:
         """The engine of a call: the injected one (refused when the call's backend settings differ,
         :func:`mfs_core.adapters.check_engine`), else the LLM's own when they are equal, else the shared one."""
-        if self._injected is None and self.engine.settings.backend_settings == settings.backend_settings:
-            return self.engine
+        own = self.engine
+        if self._injected is None and not own.closed and own.settings.backend_settings == settings.backend_settings:
+            return own
         return engine_for(settings, self._injected, owner="MFSLLM")
 
     @property

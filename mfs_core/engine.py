@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import functools
-import inspect
 import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeoutError
 from dataclasses import dataclass, field, replace
@@ -29,12 +27,13 @@ from typing import Any
 from mfs_core.answers import AnswerExtractor
 from mfs_core.backends import Backend, create_backend
 from mfs_core.errors import BackendOutputError, GenerateTimeoutError
-from mfs_core.decoders import SELECTING_DECODERS, Decoder, get_decoder
+from mfs_core.decoders import Decoder, get_decoder
 from mfs_core.decoders.common import step_sink
 from mfs_core.events import EventCallback, StepEvent, StopEvent, committed_prefix
 from mfs_core.prompts import render_messages, render_question, validate_question
 from mfs_core.settings import MFSSettings
 from mfs_core.streaming import DecodeStream
+from mfs_core.tools.requests import check_answer_key, shape_requests
 from mfs_core.types import Continuation, DecodeResult, GenerationRequest, StepTrace, TriggeredChoice
 
 __all__ = ["DecodeFuture", "EngineStats", "MFSEngine", "check_outputs"]
@@ -135,53 +134,6 @@ class _Job:
     listener: _Listener | None = None
 
 
-def _map_requests(decoder: Decoder, change: Callable[[GenerationRequest], GenerationRequest]) -> Decoder:
-    """``decoder`` with ``change`` applied to every generation request it makes (results pass through)."""
-    try:
-        requests = next(decoder)
-        while True:
-            outputs = yield [change(request) for request in requests]
-            requests = decoder.send(outputs)
-    except StopIteration as stop:
-        return stop.value
-    finally:
-        decoder.close()
-
-
-def _with_choice(decoder: Decoder, choice: TriggeredChoice) -> Decoder:
-    """``decoder`` with ``choice`` set on every generation request it makes."""
-    return _map_requests(decoder, lambda request: replace(request, triggered_choice=choice))
-
-
-def _with_grammar(decoder: Decoder, grammar: Any, anchor: str) -> Decoder:
-    """``decoder`` with each generation request's :class:`~mfs_core.types.RequestGrammar` set
-    from ``grammar`` (a :class:`~mfs_core.tools.grammar.ActionGrammar`) and the text its
-    prompt has after ``anchor`` (the decode's prompt without a forced opening); a request
-    that continues an open action gets ``max_tokens`` of at least the action's budget."""
-
-    def constrained(request: GenerationRequest) -> GenerationRequest:
-        if not request.prompt.startswith(anchor):
-            return request
-        bound = grammar.request_grammar(request.prompt[len(anchor):])
-        max_tokens = max(request.max_tokens, bound.action_tokens) if bound.in_action else request.max_tokens
-        return replace(request, grammar=bound, max_tokens=max_tokens)
-
-    return _map_requests(decoder, constrained)
-
-
-def _check_answer_key(method: str, factory: Any, answer_key: AnswerExtractor | None) -> None:
-    """Raise ValueError when decoder ``method`` cannot take ``answer_key`` (see ``submit_prompts``)."""
-    if answer_key is None:
-        return
-    parameters = inspect.signature(factory).parameters
-    takes_key = "answer_key" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
-    reads_only = method in SELECTING_DECODERS and not getattr(answer_key, "answer_choices", None)
-    if not takes_key or reads_only:
-        why = "it chooses its completion without a vote" if takes_key else "it takes no answer_key"
-        msg = f"decoder {method!r} cannot vote over actions ({why}); use 'mfs', 'sc' or 'cot'"
-        raise ValueError(msg)
-
-
 def check_outputs(requests: Sequence[GenerationRequest], outputs: object) -> list[list[Continuation]]:
     """Check that a backend answered ``requests`` in the shape of the protocol.
 
@@ -234,6 +186,8 @@ class _Scheduler:
         self._cond = threading.Condition()
         self._worker: threading.Thread | None = None
         self._executor: ThreadPoolExecutor | None = None
+        self.engines = 0
+        """Open engines on this scheduler (:class:`MFSEngine` counts itself in and out); guarded by ``_SCHEDULERS_LOCK``."""
 
     @property
     def queued(self) -> int:
@@ -415,7 +369,7 @@ class _Scheduler:
 
 
 _SCHEDULERS: dict[tuple, _Scheduler] = {}
-_SCHEDULERS_LOCK = threading.Lock()
+_SCHEDULERS_LOCK = threading.RLock()  # re-entered by MFSEngine.__init__ inside from_settings
 
 
 class MFSEngine:
@@ -434,6 +388,9 @@ class MFSEngine:
         """Wrap ``backend`` with default decoder ``settings`` (``MFSSettings()`` if None)."""
         self.settings = settings if settings is not None else MFSSettings()
         self._scheduler = _scheduler if _scheduler is not None else _Scheduler(backend)
+        self._closed = False
+        with _SCHEDULERS_LOCK:
+            self._scheduler.engines += 1
 
     @classmethod
     def from_settings(cls, settings: MFSSettings | None = None, **overrides: Any) -> MFSEngine:
@@ -452,7 +409,7 @@ class MFSEngine:
             if scheduler is None:
                 scheduler = _Scheduler(create_backend(base))
                 _SCHEDULERS[key] = scheduler
-        return cls(scheduler.backend, base, _scheduler=scheduler)
+            return cls(scheduler.backend, base, _scheduler=scheduler)  # counted in before a close can end it
 
     @property
     def backend(self) -> Backend:
@@ -460,20 +417,33 @@ class MFSEngine:
         return self._scheduler.backend
 
     def close(self) -> None:
-        """Close the backend (vLLM: stop its engine-core and worker processes; HTTP: its connections).
+        """Close this engine; the backend closes with the last open engine that shares it.
 
-        The backend is shared by every engine made by :meth:`from_settings` with the same
-        backend settings (and by :meth:`with_settings`): they are closed with it, and the
-        next :meth:`from_settings` loads the model again. Decodes submitted and not yet
-        started fail with ``RuntimeError``; a decode in its round fails when the closed
-        backend refuses its next ``generate``. Also ``with MFSEngine.from_settings(...) as
-        engine:``.
+        Engines made by :meth:`from_settings` with equal backend settings (and by
+        :meth:`with_settings`) share one backend and scheduler, counted per open engine: the
+        backend is closed (vLLM: its engine-core and worker processes stop; HTTP: its
+        connections) when the last of them closes, and the next :meth:`from_settings` then
+        loads the model again. Closing twice is a no-op. At that last close, decodes
+        submitted and not yet started fail with ``RuntimeError``; a decode in its round fails
+        when the closed backend refuses its next ``generate``. Also ``with
+        MFSEngine.from_settings(...) as engine:``.
         """
         with _SCHEDULERS_LOCK:
+            if self._closed:
+                return
+            self._closed = True
+            self._scheduler.engines -= 1
+            if self._scheduler.engines > 0:
+                return
             for key, scheduler in list(_SCHEDULERS.items()):
                 if scheduler is self._scheduler:
                     del _SCHEDULERS[key]
         self._scheduler.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called on this engine."""
+        return self._closed
 
     def __enter__(self) -> MFSEngine:
         return self
@@ -559,7 +529,7 @@ class MFSEngine:
             msg = f"answer_key must be one key or one per prompt ({len(prompts)}), got {len(keys)}"
             raise ValueError(msg)
         for key in keys:
-            _check_answer_key(method, factory, key)
+            check_answer_key(method, factory, key)
         for prompt in prompts:
             validate_question(prompt)
         listeners = None
@@ -568,14 +538,7 @@ class MFSEngine:
         decoders = []
         for prompt, key in zip(prompts, keys):
             decoder = factory(prompt, settings) if key is None else factory(prompt, settings, answer_key=key)
-            choice = triggered_choice if triggered_choice is not None else getattr(key, "triggered_choice", None)
-            if choice is not None:
-                decoder = _with_choice(decoder, choice)
-            action_grammar = getattr(key, "action_grammar", None)
-            if action_grammar is not None:
-                opening = len(getattr(key, "opening", ""))
-                decoder = _with_grammar(decoder, action_grammar, prompt[:len(prompt) - opening])
-            decoders.append(decoder)
+            decoders.append(shape_requests(decoder, prompt, key, triggered_choice))  # tool names, action grammars
         return self._scheduler.submit(decoders, listeners, timeout=settings.generate_timeout)
 
     def stream_prompts(
@@ -636,12 +599,13 @@ class MFSEngine:
             triggered_choice: a constraint on every request (see :meth:`submit_prompts`).
 
         Raises:
+            ValueError / TypeError: as :meth:`submit_prompts`, before anything is decoded.
             TimeoutError: ``timeout`` passed first.
             The first exception among the decodes (the others still complete).
         """
+        start = dict(settings=settings, method=method, answer_key=answer_key, triggered_choice=triggered_choice)
         if on_event is None:
-            futures = self.submit_prompts(prompts, settings=settings, method=method, answer_key=answer_key,
-                                          triggered_choice=triggered_choice)
+            futures = self.submit_prompts(prompts, **start)
             deadline = None if timeout is None else time.monotonic() + timeout
             try:
                 return [
@@ -649,12 +613,9 @@ class MFSEngine:
                     for future in futures
                 ]
             except FuturesTimeoutError:
-                for future in futures:
-                    future.abandon(f"the caller's timeout of {timeout} s passed")
-                msg = f"{len(prompts)} decode(s) did not finish within timeout={timeout} s"
-                raise TimeoutError(msg) from None
-        stream = self.stream_prompts(prompts, settings=settings, method=method, answer_key=answer_key,
-                                     triggered_choice=triggered_choice)
+                _abandon(futures, f"the caller's timeout of {timeout} s passed")
+                raise TimeoutError(_timeout_message(len(futures), timeout)) from None
+        stream = self.stream_prompts(prompts, **start)
         events = stream.events(timeout)
         while True:
             try:
@@ -663,10 +624,63 @@ class MFSEngine:
                 break
             except TimeoutError:
                 stream.abandon(f"the caller's timeout of {timeout} s passed")
-                raise
+                raise TimeoutError(_timeout_message(len(stream.futures), timeout)) from None
             except Exception:  # a failed decode: results() raises it, as without events
                 break
             on_event(event)
+        return stream.results()
+
+    async def adecode_prompts(
+        self,
+        prompts: Sequence[str],
+        *,
+        settings: MFSSettings | None = None,
+        method: str = "mfs",
+        on_event: EventCallback | None = None,
+        timeout: float | None = None,
+        answer_key: AnswerExtractor | Sequence[AnswerExtractor | None] | None = None,
+        triggered_choice: TriggeredChoice | None = None,
+    ) -> list[DecodeResult]:
+        """Async :meth:`decode_prompts`, with the same arguments and errors: awaits the worker
+        without blocking the event loop.
+
+        ``on_event`` (if given) is called on this event loop's thread with every event.
+        Cancelling the awaiting task (``task.cancel()``, ``asyncio.wait_for``) abandons the
+        decodes, as ``timeout`` does: the engine drops them at the next round boundary.
+
+        Raises:
+            ValueError / TypeError: as :meth:`submit_prompts`, before anything is decoded.
+            TimeoutError: ``timeout`` passed first.
+            The first exception among the decodes (the others still complete).
+        """
+        start = dict(settings=settings, method=method, answer_key=answer_key, triggered_choice=triggered_choice)
+        if on_event is None:
+            futures = self.submit_prompts(prompts, **start)
+            try:
+                return list(await asyncio.wait_for(asyncio.gather(*(asyncio.wrap_future(f) for f in futures)), timeout))
+            except asyncio.TimeoutError:
+                _abandon(futures, f"the caller's timeout of {timeout} s passed")
+                raise TimeoutError(_timeout_message(len(futures), timeout)) from None
+            except BaseException:
+                _abandon(futures, "the awaiting task was cancelled or failed")
+                raise
+        stream = self.stream_prompts(prompts, **start)
+        events = stream.aevents(timeout)
+        try:
+            while True:
+                try:
+                    event = await events.__anext__()
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    stream.abandon(f"the caller's timeout of {timeout} s passed")
+                    raise TimeoutError(_timeout_message(len(stream.futures), timeout)) from None
+                except Exception:  # a failed decode: results() raises it, as without events
+                    break
+                on_event(event)
+        except BaseException:
+            stream.abandon("the awaiting task was cancelled or failed")
+            raise
         return stream.results()
 
     def decode(
@@ -677,6 +691,8 @@ class MFSEngine:
         method: str = "mfs",
         on_event: EventCallback | None = None,
         timeout: float | None = None,
+        answer_key: AnswerExtractor | Sequence[AnswerExtractor | None] | None = None,
+        triggered_choice: TriggeredChoice | None = None,
     ) -> list[DecodeResult]:
         """Decode ``questions`` (rendered by ``settings.prompt_format``) in lockstep.
 
@@ -688,62 +704,21 @@ class MFSEngine:
                 (:class:`~mfs_core.events.StepEvent` per finished step, then
                 :class:`~mfs_core.events.StopEvent`); None (default) costs nothing.
             timeout: most seconds to wait (None: no limit); see :meth:`decode_prompts`.
+            answer_key, triggered_choice: see :meth:`submit_prompts`.
 
         Returns:
             Q results, in order, each with ``flops = 6·output_tokens·num_parameters``.
 
         Raises:
-            ValueError / TypeError: an empty list or question (naming it), an unknown method,
-                a prompt over the context window.
+            TypeError: ``questions`` is a single string, or not a list.
+            ValueError: an empty list or a blank question (naming it), an unknown method, a
+                prompt over the context window.
             TimeoutError: ``timeout`` passed first.
         """
         settings = settings or self.settings
-        if isinstance(questions, str):
-            msg = f"questions must be a list of strings, got a single string {questions!r:.60}"
-            raise TypeError(msg)
-        if not questions:
-            msg = "questions must not be empty, got []"
-            raise ValueError(msg)
-        prompts = [self.render(q, settings) for q in questions]
-        return self.decode_prompts(prompts, settings=settings, method=method, on_event=on_event, timeout=timeout)
-
-    async def adecode_prompts(
-        self,
-        prompts: Sequence[str],
-        *,
-        settings: MFSSettings | None = None,
-        method: str = "mfs",
-        on_event: EventCallback | None = None,
-    ) -> list[DecodeResult]:
-        """Async :meth:`decode_prompts`: awaits the worker without blocking the event loop.
-
-        ``on_event`` (if given) is called on this event loop's thread with every event.
-        Cancelling the awaiting task (``task.cancel()``, ``asyncio.wait_for``) abandons the
-        decodes: the engine drops them at the next round boundary.
-        """
-        if on_event is None:
-            futures = self.submit_prompts(prompts, settings=settings, method=method)
-            try:
-                return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in futures)))
-            except BaseException:
-                for future in futures:
-                    future.abandon("the awaiting task was cancelled or failed")
-                raise
-        stream = self.stream_prompts(prompts, settings=settings, method=method)
-        events = stream.aevents()
-        try:
-            while True:
-                try:
-                    event = await events.__anext__()
-                except StopAsyncIteration:
-                    break
-                except Exception:  # a failed decode: results() raises it, as without events
-                    break
-                on_event(event)
-        except BaseException:
-            stream.abandon("the awaiting task was cancelled or failed")
-            raise
-        return stream.results()
+        return self.decode_prompts(self._render_questions(questions, settings), settings=settings, method=method,
+                                   on_event=on_event, timeout=timeout, answer_key=answer_key,
+                                   triggered_choice=triggered_choice)
 
     async def adecode(
         self,
@@ -752,11 +727,39 @@ class MFSEngine:
         settings: MFSSettings | None = None,
         method: str = "mfs",
         on_event: EventCallback | None = None,
+        timeout: float | None = None,
+        answer_key: AnswerExtractor | Sequence[AnswerExtractor | None] | None = None,
+        triggered_choice: TriggeredChoice | None = None,
     ) -> list[DecodeResult]:
-        """Async :meth:`decode` (``on_event`` runs on the event loop's thread)."""
+        """Async :meth:`decode`, with the same arguments and errors (``on_event`` runs on the event loop's thread)."""
         settings = settings or self.settings
-        if isinstance(questions, str) or not questions:
-            msg = f"questions must be a non-empty list of strings, got {questions!r:.60}"
+        return await self.adecode_prompts(self._render_questions(questions, settings), settings=settings, method=method,
+                                          on_event=on_event, timeout=timeout, answer_key=answer_key,
+                                          triggered_choice=triggered_choice)
+
+    def _render_questions(self, questions: Sequence[str], settings: MFSSettings) -> list[str]:
+        """The model prompts of ``questions`` (:meth:`render`), for :meth:`decode` and :meth:`adecode`.
+
+        Raises:
+            TypeError: a single string, or not a list.
+            ValueError: an empty list, or a blank question (naming it).
+        """
+        if isinstance(questions, str) or not isinstance(questions, Sequence):
+            shown = f"a single string {questions!r:.60}" if isinstance(questions, str) else type(questions).__name__
+            msg = f"questions must be a list of strings, got {shown}"
+            raise TypeError(msg)
+        if not questions:
+            msg = "questions must not be empty, got []"
             raise ValueError(msg)
-        prompts = [self.render(q, settings) for q in questions]
-        return await self.adecode_prompts(prompts, settings=settings, method=method, on_event=on_event)
+        return [self.render(q, settings) for q in questions]
+
+
+def _timeout_message(count: int, timeout: float | None) -> str:
+    """The ``TimeoutError`` message of ``count`` decodes that outlived ``timeout`` seconds."""
+    return f"{count} decode(s) did not finish within timeout={timeout} s"
+
+
+def _abandon(futures: Sequence[DecodeFuture], reason: str) -> None:
+    """Abandon every decode of ``futures`` (done ones are left alone, :meth:`DecodeFuture.abandon`)."""
+    for future in futures:
+        future.abandon(reason)
