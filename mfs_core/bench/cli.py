@@ -179,6 +179,7 @@ def bench(
     from mfs_core.bench.curve import write_curve
     from mfs_core.bench.datasets import load_dataset
     from mfs_core.bench.plot import plot_accuracy_vs_flops
+    from mfs_core.bench.requirements import check_bench_dependencies
     from mfs_core.bench.report import (
         format_paired, format_table, paired_comparisons, summarize, token_ratio, write_csv, write_json,
     )
@@ -203,7 +204,8 @@ def bench(
         chosen = parse_methods(methods, _floats(lambda_sweep))
         k = _sc_k(sc_k, [m.label for m in chosen])
         data = load_dataset(dataset, data_dir=data_dir, limit=limit, kind=kind, offset=offset)
-    except (ValidationError, ValueError, FileNotFoundError) as exc:
+        check_bench_dependencies([m.label for m in chosen], plot=plot, progress=progress)  # before an hour of decoding
+    except (ValidationError, ValueError, FileNotFoundError, ImportError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     out_dir = out or Path("bench-results") / data.name

