@@ -257,7 +257,9 @@ class MFSParams(MFSFields):
         settings, method = self._call_settings({key: kwargs[key] for key in setting_keys})
         update = {name: getattr(settings, name) for name in SETTINGS_FIELDS}
         rest = {key: value for key, value in kwargs.items() if key not in setting_keys}
-        return self.model_copy(update={**update, "method": method}), rest
+        changed = self.model_copy(update={**update, "method": method})
+        changed._settings_cache = (tuple(update.values()), settings)  # resolved once per call, not again by .settings
+        return changed, rest
 
     def _decode(
         self, build: BuildPrompts, kwargs: dict[str, Any], vote: VoteKey | None = None

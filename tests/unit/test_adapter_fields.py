@@ -76,3 +76,30 @@ def test_a_call_builds_its_settings_without_reading_the_environment_or_env_file(
     for model in models[:2]:
         assert model.invoke("Tom has 3 apples.", seed=4, num_rollouts=3)
     assert models[2].chat([ChatMessage(role="user", content="Tom has 3 apples.")], seed=4, num_rollouts=3).message.content
+
+
+@pytest.mark.parametrize("cls", [langchain_mfs.MFSLLM, langchain_mfs.ChatMFS, llamaindex_mfs.MFSLLM])
+def test_a_call_resolves_its_settings_once(cls: type, monkeypatch: pytest.MonkeyPatch) -> None:
+    from llama_index.core.base.llms.types import ChatMessage
+
+    from mfs_core.engine import MFSEngine
+    from tests.scripted import ScriptedBackend, continuation
+
+    def script(request):
+        return [continuation("3 + 4 = 7\nThe answer is: \\boxed{7}.<end_of_reasoning>", mean_logprob=-0.1)] * request.n
+
+    model = cls(engine=MFSEngine(ScriptedBackend(script), MFSSettings(step_beam_size=2, num_rollouts=2, max_steps=2)))
+    model.settings  # the instance's own settings are resolved at construction or first use
+    built: list[dict] = []
+    real = MFSSettings.from_values.__func__
+
+    def counted(klass: type, values: dict) -> MFSSettings:
+        built.append(dict(values))
+        return real(klass, values)
+
+    monkeypatch.setattr(MFSSettings, "from_values", classmethod(counted))
+    if cls is llamaindex_mfs.MFSLLM:
+        model.chat([ChatMessage(role="user", content="Tom has 3 apples.")], seed=4, num_rollouts=3)
+    else:
+        model.invoke("Tom has 3 apples.", seed=4, num_rollouts=3)
+    assert len(built) == 1 and (built[0]["seed"], built[0]["num_rollouts"]) == (4, 3)
