@@ -326,15 +326,17 @@ class MFSSettings(BaseSettings):
         "the search: with one, max V compares nothing (1: the paper's test on every step).",
     )
     answer_stop_confidence: float | None = Field(
-        default=None, gt=0.5, lt=1.0,
+        default=0.95, gt=0.5, lt=1.0,
         description="Stop deliberating once the posterior probability that the leading answer keeps the lead, over "
         "the answers of every rollout and finished candidate seen (Beta criterion of Adaptive-Consistency), reaches "
-        "this value, in (0.5, 1) (None: off, the paper's search).",
+        "this value, in (0.5, 1) (None: off, the paper's search; default 0.95, chosen on tuning questions with "
+        "vote_rollouts, docs/benchmarks.md).",
     )
     vote_rollouts: bool = Field(
-        default=False,
+        default=True,
         description="The final vote counts every foresight rollout (joined with its path) and every finished "
-        "candidate the search sampled, each once, instead of one completion per kept beam (off: the paper's vote).",
+        "candidate the search sampled, each once, instead of one completion per kept beam, and no kept beam is "
+        "completed anew (default on, chosen on tuning questions, docs/benchmarks.md; off: the paper's vote).",
     )
     selection_temperature: float = Field(
         default=0.1, gt=0.0, description="Temperature of softmax(V / T) when beams are drawn (φ-Decoding's 0.1)."
@@ -353,7 +355,11 @@ class MFSSettings(BaseSettings):
         default=0.6, ge=0.0, le=1.0, description="Most finished candidates kept per step, as a fraction of M (release: 0.6)."
     )
     width_pruning: bool = Field(default=True, description="Apply width pruning (off: the paper's 'w/o pruning' ablation).")
-    early_stopping: bool = Field(default=True, description="Apply the convergence stop (off: the 'w/o stopping' ablation).")
+    early_stopping: bool = Field(
+        default=True,
+        description="Apply the stopping rules: the convergence stop and, when set, the answer stop (off: the "
+        "'w/o stopping' ablation, every search runs max_steps).",
+    )
     convergence_finish: Literal["parent_beams", "converged_rollouts"] = Field(
         default="parent_beams",
         description="What a convergence stop returns (MFS_SPEC.md step 7-8): 'parent_beams' discards the converged "

@@ -32,6 +32,8 @@ import math
 from collections import Counter
 from typing import Any
 
+from scipy.stats import beta
+
 __all__ = ["TOLERANCE", "assert_trace", "trace_violations"]
 
 TOLERANCE = 1e-6
@@ -155,9 +157,40 @@ def _check_sharing(steps: list[dict[str, Any]], cfg: dict[str, Any], out: list[s
                            f"at no tokens")
 
 
+def _distinct_scored(step: dict[str, Any]) -> int:
+    """Distinct foresight estimates of a step: scored candidates that do not share an earlier one's."""
+    return sum(c["step_value"] is not None and not c.get("foresight_shared", False) for c in step["candidates"])
+
+
 def _converges(t: int, step: dict[str, Any], cfg: dict[str, Any]) -> bool:
     return (cfg["early_stopping"] and t >= cfg["min_steps"] and step["max_step_value"] is not None
-            and step["max_step_value"] <= step["stop_epsilon"])
+            and step["max_step_value"] <= step["stop_epsilon"]
+            and _distinct_scored(step) >= cfg.get("convergence_min_paths", 1))
+
+
+def _check_rollout_vote(data: dict[str, Any], steps: list[dict[str, Any]], cfg: dict[str, Any],
+                        out: list[str]) -> None:
+    """``vote_rollouts``: the completions are every finished candidate's path and every distinct
+    estimate's path joined with its rollout, each once, at no completion tokens."""
+    delim = cfg["step_delimiter"]
+    expected = []
+    for step, paths in zip(steps, _paths(steps, delim)):
+        for c, path in zip(step["candidates"], paths):
+            if c["finished"]:
+                expected.append((path, c["step_logprob"]))
+            elif c["step_value"] is not None and not c.get("foresight_shared", False):
+                expected.append((path + delim + c["rollout"], c["foresight_quality"]))
+    paths = list(zip(data["completions"], data["completion_qualities"]))
+    if len(paths) != len(expected):
+        out.append(f"{len(paths)} completed paths, expected {len(expected)} (finished candidates + distinct rollouts)")
+    for text, quality in expected:
+        match = [p for p in paths if p[0].startswith(text) and _close(p[1], quality)]
+        if not match:
+            out.append(f"no completed path {text[-60:]!r} at F = {quality!r}")
+        else:
+            paths.remove(match[0])
+    if data["completion_tokens"] != 0:
+        out.append(f"{data['completion_tokens']} completion tokens under vote_rollouts")
 
 
 def trace_violations(data: dict[str, Any]) -> list[str]:
@@ -209,7 +242,7 @@ def trace_violations(data: dict[str, Any]) -> list[str]:
         pool.extend(pooled)
         selected_open = [c for c in open_cands if c["selected"]]
         rolled = [c for c in open_cands if c["step_value"] is not None]
-        if t < last_t or reason in ("max_steps", "converged"):
+        if t < last_t or reason in ("max_steps", "converged", "answer_decided"):
             want = min(m - len(pool), len(rolled))
             if len(selected_open) != want:
                 out.append(f"step {t}: {len(selected_open)} beams selected, expected min(M - pool, rolled out) = {want}")
@@ -235,57 +268,70 @@ def trace_violations(data: dict[str, Any]) -> list[str]:
     elif reason == "all_finished":
         if last_open:
             out.append(f"stop reason all_finished with {len(last_open)} open candidates")
+    elif reason == "answer_decided":
+        confidence = cfg.get("answer_stop_confidence")
+        if confidence is None or not cfg["early_stopping"] or last_t < cfg["min_steps"] or _converges(last_t, last, cfg):
+            out.append(f"stop reason answer_decided with answer_stop_confidence = {confidence!r}, t = {last_t}")
+        elif cfg.get("vote_rollouts"):
+            counts = Counter(a for a in data["completion_answers"] if a is not None)
+            top = sorted(counts.values(), reverse=True) + [0, 0]
+            # P(p > 1/2) under Beta(v1 + 1, v2 + 1), restated with scipy (martingale.lead_probability)
+            if float(beta.sf(0.5, top[0] + 1, top[1] + 1)) < confidence - 1e-12:
+                out.append(f"stop reason answer_decided, but the votes {dict(counts)} do not reach {confidence}")
     elif reason == "finished_pool_full":
         if not last_open or len(pool) != m:
             out.append(f"stop reason finished_pool_full with {len(last_open)} open and {len(pool)} of M = {m} in the pool")
     else:
         out.append(f"unknown stop reason {reason!r}")
     # --- the completed paths ---------------------------------------------------------------
-    all_paths = _paths(steps, cfg["step_delimiter"])
-    if reason in ("all_finished", "finished_pool_full"):
-        beams: list[dict[str, Any]] | None = []
-        beam_paths: list[str | None] = []
-    elif parent_finish:
-        kept = [(c, p) for c, p in zip(steps[-2]["candidates"], all_paths[-2]) if c["selected"] and not c["finished"]] \
-            if last_t else None
-        beams = [c for c, _ in kept] if kept is not None else None
-        beam_paths = [p for _, p in kept] if kept is not None else []
+    if cfg.get("vote_rollouts") and data["completions"] and steps:
+        _check_rollout_vote(data, steps, cfg, out)
     else:
-        kept = [(c, p) for c, p in zip(last["candidates"], all_paths[-1]) if c["selected"] and not c["finished"]]
-        beams, beam_paths = [c for c, _ in kept], [p for _, p in kept]
-    paths = list(zip(data["completions"], data["completion_qualities"]))
-    expected = [(c["text"], c["step_logprob"]) for c in pool]
-    delim = cfg["step_delimiter"]
-    fresh: list[str] = []  # kept beams completed by a fresh sample (a copy of an earlier beam's path)
-    if beams is not None:
-        seen: set[str | None] = set()
-        for c, path in zip(beams, beam_paths):
-            head = (path if path is not None else c["text"]) + delim
-            if cfg.get("share_foresight", False) and path in seen:
-                fresh.append(head)
-            else:
-                expected.append((head + c["rollout"], c["foresight_quality"]))
-            seen.add(path)
-        if len(paths) != len(expected) + len(fresh):
-            out.append(f"{len(paths)} completed paths, expected {len(expected) + len(fresh)} (pool + kept beams)")
-        for suffix, quality in expected:
-            match = [p for p in paths if p[0].endswith(suffix) and _close(p[1], quality)]
-            if not match:
-                out.append(f"no completed path ends with {suffix[-60:]!r} at F = {quality!r}")
-            else:
-                paths.remove(match[0])
-        for head in fresh:
-            match = [p for p in paths if p[0].startswith(head)]
-            if not match:
-                out.append(f"no fresh completion of the copied beam {head[-60:]!r}")
-            else:
-                paths.remove(match[0])
-    elif len(paths) != len(pool) + m:  # converged at the root: M sampled completions
-        out.append(f"{len(paths)} completed paths after a convergence at t = 0, expected {len(pool) + m}")
-    if beams is not None and not fresh and data["completion_tokens"] != 0:
-        out.append(f"{data['completion_tokens']} completion tokens although every kept path had a rollout")
-    if fresh and data["completion_tokens"] == 0:
-        out.append(f"{len(fresh)} copied beams completed anew at 0 completion tokens")
+        all_paths = _paths(steps, cfg["step_delimiter"])
+        if reason in ("all_finished", "finished_pool_full"):
+            beams: list[dict[str, Any]] | None = []
+            beam_paths: list[str | None] = []
+        elif parent_finish:
+            kept = [(c, p) for c, p in zip(steps[-2]["candidates"], all_paths[-2]) if c["selected"] and not c["finished"]] \
+                if last_t else None
+            beams = [c for c, _ in kept] if kept is not None else None
+            beam_paths = [p for _, p in kept] if kept is not None else []
+        else:
+            kept = [(c, p) for c, p in zip(last["candidates"], all_paths[-1]) if c["selected"] and not c["finished"]]
+            beams, beam_paths = [c for c, _ in kept], [p for _, p in kept]
+        paths = list(zip(data["completions"], data["completion_qualities"]))
+        expected = [(c["text"], c["step_logprob"]) for c in pool]
+        delim = cfg["step_delimiter"]
+        fresh: list[str] = []  # kept beams completed by a fresh sample (a copy of an earlier beam's path)
+        if beams is not None:
+            seen: set[str | None] = set()
+            for c, path in zip(beams, beam_paths):
+                head = (path if path is not None else c["text"]) + delim
+                if cfg.get("share_foresight", False) and path in seen:
+                    fresh.append(head)
+                else:
+                    expected.append((head + c["rollout"], c["foresight_quality"]))
+                seen.add(path)
+            if len(paths) != len(expected) + len(fresh):
+                out.append(f"{len(paths)} completed paths, expected {len(expected) + len(fresh)} (pool + kept beams)")
+            for suffix, quality in expected:
+                match = [p for p in paths if p[0].endswith(suffix) and _close(p[1], quality)]
+                if not match:
+                    out.append(f"no completed path ends with {suffix[-60:]!r} at F = {quality!r}")
+                else:
+                    paths.remove(match[0])
+            for head in fresh:
+                match = [p for p in paths if p[0].startswith(head)]
+                if not match:
+                    out.append(f"no fresh completion of the copied beam {head[-60:]!r}")
+                else:
+                    paths.remove(match[0])
+        elif len(paths) != len(pool) + m:  # converged at the root: M sampled completions
+            out.append(f"{len(paths)} completed paths after a convergence at t = 0, expected {len(pool) + m}")
+        if beams is not None and not fresh and data["completion_tokens"] != 0:
+            out.append(f"{data['completion_tokens']} completion tokens although every kept path had a rollout")
+        if fresh and data["completion_tokens"] == 0:
+            out.append(f"{len(fresh)} copied beams completed anew at 0 completion tokens")
     # --- tokens, FLOPs, the vote -----------------------------------------------------------
     tokens = sum(c["step_tokens"] for s in steps for c in s["candidates"])
     tokens += sum(c["rollout_tokens"] or 0 for s in steps for c in s["candidates"])

@@ -18,6 +18,10 @@ __all__ = ["DECODERS", "SELECTING_DECODERS", "Decoder", "DecoderFactory", "get_d
 
 DecoderFactory = Callable[[str, MFSSettings], Decoder]
 
+PAPER_RULES = {"vote_rollouts": False, "answer_stop_confidence": None, "convergence_min_paths": 1}
+"""The rules of issue 35 switched off: the paper's vote over the kept beams and its convergence stop alone.
+``mfs-paper`` (and ``mfs-shared``, issue 24's default: one foresight estimate per distinct path) run under them."""
+
 DECODERS: dict[str, DecoderFactory] = {
     "mfs": decode_mfs,
     "cot": decode_cot,
@@ -27,9 +31,15 @@ DECODERS: dict[str, DecoderFactory] = {
     "mfs-no-stop": with_overrides(decode_mfs, "mfs-no-stop", early_stopping=False),
     "mfs-no-prune": with_overrides(decode_mfs, "mfs-no-prune", width_pruning=False),
     "mfs-converged-rollouts": with_overrides(decode_mfs, "mfs-converged-rollouts", convergence_finish="converged_rollouts"),
-    "mfs-paper": with_overrides(decode_mfs, "mfs-paper", share_foresight=False, reuse_rollouts=False),
-    "mfs-reuse-only": with_overrides(decode_mfs, "mfs-reuse-only", share_foresight=False, reuse_rollouts=True),
-    "mfs-share-reuse": with_overrides(decode_mfs, "mfs-share-reuse", share_foresight=True, reuse_rollouts=True),
+    "mfs-paper": with_overrides(decode_mfs, "mfs-paper", **PAPER_RULES, share_foresight=False, reuse_rollouts=False),
+    "mfs-shared": with_overrides(decode_mfs, "mfs-shared", **PAPER_RULES),
+    "mfs-no-rollout-vote": with_overrides(decode_mfs, "mfs-no-rollout-vote", vote_rollouts=False),
+    "mfs-no-answer-stop": with_overrides(decode_mfs, "mfs-no-answer-stop", answer_stop_confidence=None),
+    "mfs-min-paths": with_overrides(decode_mfs, "mfs-min-paths", convergence_min_paths=2),
+    "mfs-reuse-only": with_overrides(decode_mfs, "mfs-reuse-only", **PAPER_RULES, share_foresight=False,
+                                     reuse_rollouts=True),
+    "mfs-share-reuse": with_overrides(decode_mfs, "mfs-share-reuse", **PAPER_RULES, share_foresight=True,
+                                      reuse_rollouts=True),
 }
 
 SELECTING_DECODERS = frozenset({"phi", "phi-release"})

@@ -364,7 +364,7 @@ def decode_mfs(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
             stop_reason = "converged"
             break
         # Answer-level stop: the vote over the samples seen is decided (Adaptive-Consistency).
-        if (s.answer_stop_confidence is not None and t >= s.min_steps
+        if (s.early_stopping and s.answer_stop_confidence is not None and t >= s.min_steps
                 and samples.lead_probability() >= s.answer_stop_confidence):
             stop_reason = "answer_decided"
             break

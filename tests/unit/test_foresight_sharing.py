@@ -24,6 +24,7 @@ from __future__ import annotations
 import pytest
 
 from mfs_core import MFSEngine, MFSSettings
+from mfs_core.decoders import PAPER_RULES
 from mfs_core.decoders import get_decoder
 from mfs_core.decoders.mfs import foresight_groups, rollout_remainder
 from tests.scripted import ScriptedBackend, continuation, drive
@@ -43,6 +44,12 @@ ROLLOUTS = {
 }
 
 
+def paper_settings(**fields: object) -> MFSSettings:
+    """Settings under the paper's rules (MFS_SPEC.md steps 1-9): these tests pin its vote over the
+    kept beams and its convergence stop; the rules of issue 35 are tested in test_mfs_rules.py."""
+    return MFSSettings(**{**PAPER_RULES, **fields})
+
+
 def _model():
     def script(request):
         if request.stop == STEP_STOP:
@@ -57,7 +64,7 @@ def _run(**overrides):
     base = dict(prompt_format="raw", step_beam_size=2, num_rollouts=2, width_pruning=False, selection="top_k",
                 max_steps=2, seed=0)
     backend = _model()
-    result = MFSEngine(backend, MFSSettings(**{**base, **overrides})).decode(["Q:"])[0]
+    result = MFSEngine(backend, paper_settings(**{**base, **overrides})).decode(["Q:"])[0]
     return result, backend
 
 
@@ -128,7 +135,7 @@ def test_the_papers_rollout_per_survivor_is_a_setting_and_a_method():
     assert result.output_tokens == 8 + (3 * 6 + 4) + 8 + 4 * 4
     assert result.search_settings["share_foresight"] is False and result.search_settings["reuse_rollouts"] is False
     # The bench's method "mfs-paper" is MFS with both switched off, whatever the defaults.
-    settings = MFSSettings(prompt_format="raw", step_beam_size=2, num_rollouts=2, width_pruning=False,
+    settings = paper_settings(prompt_format="raw", step_beam_size=2, num_rollouts=2, width_pruning=False,
                            selection="top_k", max_steps=2, seed=0)
     backend = _model()
     paper = drive(get_decoder("mfs-paper")("Q:", settings), backend)

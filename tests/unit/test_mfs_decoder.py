@@ -20,6 +20,7 @@ import math
 import pytest
 
 from mfs_core import MFSEngine, MFSSettings
+from mfs_core.decoders import PAPER_RULES
 from mfs_core.decoders.mfs import decode_mfs
 from tests.scripted import ScriptedBackend, continuation
 
@@ -37,6 +38,12 @@ ROLLOUTS = {
     "Q:a\na2\n": ("The answer is: \\boxed{1}.", -0.1),
     "Q:b\nb2\n": ("The answer is: \\boxed{2}.", -0.35),
 }
+
+
+def paper_settings(**fields: object) -> MFSSettings:
+    """Settings under the paper's rules (MFS_SPEC.md steps 1-9): these tests pin its vote over the
+    kept beams and its convergence stop; the rules of issue 35 are tested in test_mfs_rules.py."""
+    return MFSSettings(**{**PAPER_RULES, **fields})
 
 
 def scripted_model(steps=STEPS, rollouts=ROLLOUTS):
@@ -65,7 +72,7 @@ def drive(decoder, backend):
 
 def run(**overrides):
     base = dict(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=2, seed=0)
-    settings = MFSSettings(**{**base, **overrides})
+    settings = paper_settings(**{**base, **overrides})
     backend = scripted_model()
     engine = MFSEngine(backend, settings)
     return engine.decode(["Q:"])[0], backend
@@ -99,7 +106,7 @@ def test_width_pruning_off_rolls_out_every_candidate():
     steps = {**STEPS}
     rollouts = {**ROLLOUTS, "Q:c\n": ("The answer is: \\boxed{3}.", -0.9), "Q:d\n": ("The answer is: \\boxed{4}.", -0.9)}
     backend = scripted_model(steps, rollouts)
-    settings = MFSSettings(prompt_format="raw", step_beam_size=2, num_rollouts=2, width_pruning=False, max_steps=1)
+    settings = paper_settings(prompt_format="raw", step_beam_size=2, num_rollouts=2, width_pruning=False, max_steps=1)
     result = MFSEngine(backend, settings).decode(["Q:"])[0]
     assert not any(c.pruned for c in result.steps[0].candidates)
     assert len(backend.calls[1]) == 4  # four rollout requests
@@ -125,17 +132,17 @@ def test_stop_rule_at_epsilon_and_min_steps():
     rollouts = {**ROLLOUTS, "Q:a\na2\n": ("The answer is: \\boxed{1}.", -0.3), "Q:b\nb2\n": ("The answer is: \\boxed{2}.", -0.5)}
     settings = dict(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=2)
     # V(a2) = -0.1, V(b2) = -0.1: max V <= ε_stop at t = 1 -> converged.
-    result = MFSEngine(scripted_model(STEPS, rollouts), MFSSettings(**settings)).decode(["Q:"])[0]
+    result = MFSEngine(scripted_model(STEPS, rollouts), paper_settings(**settings)).decode(["Q:"])[0]
     assert result.stop_reason == "converged" and result.steps[1].converged
     assert result.steps[1].max_step_value == pytest.approx(-0.1)
     # No check before min_steps: with min_steps = 2 the same run ends by max_steps.
-    result = MFSEngine(scripted_model(STEPS, rollouts), MFSSettings(**settings, min_steps=2)).decode(["Q:"])[0]
+    result = MFSEngine(scripted_model(STEPS, rollouts), paper_settings(**settings, min_steps=2)).decode(["Q:"])[0]
     assert result.stop_reason == "max_steps" and not result.steps[1].converged
     # max V = +0.1 exactly at ε_stop = 0.1 stops; ε_stop = 0.09 does not.
     assert run(stop_epsilon=0.1)[0].stop_reason == "converged"
     assert run(stop_epsilon=0.09)[0].stop_reason == "max_steps"
     # The paper's "w/o stopping" ablation ignores the test.
-    result = MFSEngine(scripted_model(STEPS, rollouts), MFSSettings(**settings, early_stopping=False)).decode(["Q:"])[0]
+    result = MFSEngine(scripted_model(STEPS, rollouts), paper_settings(**settings, early_stopping=False)).decode(["Q:"])[0]
     assert result.stop_reason == "max_steps"
 
 
@@ -145,7 +152,7 @@ def test_selection_weights_drive_the_draw():
     picks = 0
     trials = 400
     backend = scripted_model(steps, ROLLOUTS)
-    base = MFSSettings(prompt_format="raw", step_beam_size=1, num_rollouts=2, width_pruning=False, max_steps=1)
+    base = paper_settings(prompt_format="raw", step_beam_size=1, num_rollouts=2, width_pruning=False, max_steps=1)
     for seed in range(trials):
         result = drive(decode_mfs("Q:", base.model_copy(update={"seed": seed})), backend)
         picks += result.answer == "1"
@@ -156,7 +163,7 @@ def test_release_variants():
     # top_k selection: deterministic, the larger V (a) wins for M = 1.
     steps = {"Q:": [("a", -0.1), ("b", -0.5)]}
     for seed in range(5):
-        settings = MFSSettings(prompt_format="raw", step_beam_size=1, num_rollouts=2, width_pruning=False, max_steps=1,
+        settings = paper_settings(prompt_format="raw", step_beam_size=1, num_rollouts=2, width_pruning=False, max_steps=1,
                                selection="top_k", seed=seed)
         assert MFSEngine(scripted_model(steps, ROLLOUTS), settings).decode(["Q:"])[0].answer == "1"
     # parent_step baseline: V(a2) = 0.0, V(b2) = +0.15.
@@ -181,7 +188,7 @@ def test_finished_candidates_go_to_the_pool_without_rollouts():
         return [continuation(text, logprobs=[lp] * 4, stop_reason=END)]
 
     backend = ScriptedBackend(script)
-    settings = MFSSettings(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=1)
+    settings = paper_settings(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=1)
     result = MFSEngine(backend, settings).decode(["Q:"])[0]
     cands = result.steps[0].candidates
     # ⌊0.6·2⌋ = 1 finished kept: the better one (step log-prob -0.2).
@@ -202,7 +209,7 @@ def test_all_finished_stops_the_search():
         return [continuation(t, logprobs=[lp], stop_reason=END) for t, lp in steps[request.prompt]]
 
     backend = ScriptedBackend(script)
-    result = MFSEngine(backend, MFSSettings(prompt_format="raw", step_beam_size=2, num_rollouts=2)).decode(["Q:"])[0]
+    result = MFSEngine(backend, paper_settings(prompt_format="raw", step_beam_size=2, num_rollouts=2)).decode(["Q:"])[0]
     assert result.stop_reason == "all_finished" and backend.num_calls == 1
     assert (result.answer, result.vote_share) == ("5", 1.0)
 
@@ -210,7 +217,7 @@ def test_all_finished_stops_the_search():
 def test_without_any_answer_the_best_nonblank_path_is_returned():
     from mfs_core.decoders.common import TokenTally, finish_result
 
-    settings = MFSSettings()
+    settings = paper_settings()
     result = finish_result(["", "3 + 4 = 7", "x"], [-0.1, -0.5, -0.9], settings, TokenTally(), stop_reason="max_steps",
                            steps=[], method="mfs")
     assert (result.answer, result.vote_share, result.text) == (None, 0.0, "3 + 4 = 7")
@@ -225,7 +232,7 @@ def test_convergence_keeps_the_parent_beams_and_their_earlier_rollouts():
     # The step's candidates are discarded: the parents a and b are completed by their t = 0
     # rollouts (answers 1 and 2, F -0.2 and -0.4), not by a2's and b2's (answer 3, twice).
     backend = scripted_model(STEPS, WORSE_ROLLOUTS)
-    settings = MFSSettings(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=2)
+    settings = paper_settings(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=2)
     result = MFSEngine(backend, settings).decode(["Q:"])[0]
     assert result.stop_reason == "converged" and result.steps[1].converged
     assert backend.num_calls == 4  # no generate call after the stop
@@ -237,7 +244,7 @@ def test_convergence_keeps_the_parent_beams_and_their_earlier_rollouts():
 
 
 def test_the_old_convergence_finish_is_a_setting_and_a_method():
-    settings = MFSSettings(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=2)
+    settings = paper_settings(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=2)
     old = MFSEngine(scripted_model(STEPS, WORSE_ROLLOUTS), settings.model_copy(update={"convergence_finish": "converged_rollouts"}))
     result = old.decode(["Q:"])[0]
     assert result.stop_reason == "converged"
@@ -253,7 +260,7 @@ def test_convergence_at_the_root_completes_the_empty_paths():
     # min_steps = 0 and ε_stop = 1: t = 0 converges; the root has no rollout, so its M = 2
     # paths are sampled to the end (the only case with tokens after the stop).
     backend = scripted_model(STEPS, {**ROLLOUTS, "Q:": ("The answer is: \\boxed{9}.", -0.6)})
-    settings = MFSSettings(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=2,
+    settings = paper_settings(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=2,
                            min_steps=0, stop_epsilon=1.0)
     result = MFSEngine(backend, settings).decode(["Q:"])[0]
     assert result.stop_reason == "converged" and len(result.steps) == 1
@@ -285,7 +292,7 @@ def test_a_full_pool_with_open_candidates_is_not_all_finished():
         "Q:a\n": [("The answer is: \\boxed{6}.", -0.2), ("a2", -0.3)],
     }
     backend = _pool_script(steps, {"Q:a\n": ("The answer is: \\boxed{1}.", -0.25)})
-    settings = MFSSettings(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=4)
+    settings = paper_settings(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=4)
     result = MFSEngine(backend, settings).decode(["Q:"])[0]
     assert result.stop_reason == "finished_pool_full"
     assert result.completions == ["The answer is: \\boxed{5}.", "a\nThe answer is: \\boxed{6}."]
@@ -300,7 +307,7 @@ def test_when_every_candidate_finished_the_best_m_are_kept(fraction):
     steps = {"Q:": [("The answer is: \\boxed{5}.", -0.3), ("The answer is: \\boxed{6}.", -0.1),
                     ("The answer is: \\boxed{5}.", -0.2), ("The answer is: \\boxed{7}.", -0.4)]}
     backend = _pool_script(steps, {})
-    settings = MFSSettings(prompt_format="raw", step_beam_size=2, num_rollouts=2, max_finished_fraction=fraction)
+    settings = paper_settings(prompt_format="raw", step_beam_size=2, num_rollouts=2, max_finished_fraction=fraction)
     result = MFSEngine(backend, settings).decode(["Q:"])[0]
     assert result.stop_reason == "all_finished" and backend.num_calls == 1
     assert result.completion_qualities == pytest.approx([-0.1, -0.2])
@@ -313,7 +320,7 @@ def test_when_every_candidate_finished_the_best_m_are_kept(fraction):
 def test_each_prompt_draws_its_own_stream_alone_or_in_a_batch():
     backend = scripted_model({**STEPS, **{k.replace("Q:", "R:"): v for k, v in STEPS.items()}},
                              {**ROLLOUTS, **{k.replace("Q:", "R:"): v for k, v in ROLLOUTS.items()}})
-    settings = MFSSettings(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=1)
+    settings = paper_settings(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=1)
     MFSEngine(backend, settings).decode_prompts(["Q:", "R:"])
     q_seed, r_seed = (r.seed for r in backend.calls[0])
     assert q_seed != r_seed  # two questions of a batch no longer share a stream
@@ -352,7 +359,7 @@ def _blank_line_model(blank_prompts, rollouts):
 def test_a_blank_line_is_continued_into_the_step_after_it():
     rollouts = {"Q:\na\n": ("The answer is: \\boxed{1}.", -0.2), "Q:b\n": ("The answer is: \\boxed{2}.", -0.4)}
     backend = _blank_line_model({"Q:\n": "a"}, rollouts)
-    settings = MFSSettings(prompt_format="raw", step_beam_size=1, num_rollouts=2, width_pruning=False, max_steps=1)
+    settings = paper_settings(prompt_format="raw", step_beam_size=1, num_rollouts=2, width_pruning=False, max_steps=1)
     result = MFSEngine(backend, settings).decode(["Q:"])[0]
     cands = result.steps[0].candidates
     # The blank candidate is re-sampled from after its blank line and joined to what follows:
@@ -376,7 +383,7 @@ def test_a_step_that_stays_blank_is_neither_a_step_nor_a_finished_path():
         return [continuation("The answer is: \\boxed{3}.", logprobs=[-0.1] * 3, stop_reason=END)] * request.n
 
     backend = ScriptedBackend(script)
-    settings = MFSSettings(prompt_format="raw", step_beam_size=2, num_rollouts=2, max_steps=3)
+    settings = paper_settings(prompt_format="raw", step_beam_size=2, num_rollouts=2, max_steps=3)
     result = MFSEngine(backend, settings).decode(["Q:"])[0]
     cands = result.steps[0].candidates
     assert len(result.steps) == 1 and result.stop_reason == "blank_steps"
@@ -393,6 +400,6 @@ def test_an_empty_step_ended_by_eos_finishes_its_path():
         raise AssertionError("no rollout: every candidate finished")
 
     backend = ScriptedBackend(script)
-    result = MFSEngine(backend, MFSSettings(prompt_format="raw", step_beam_size=2, num_rollouts=2)).decode(["Q:"])[0]
+    result = MFSEngine(backend, paper_settings(prompt_format="raw", step_beam_size=2, num_rollouts=2)).decode(["Q:"])[0]
     assert result.stop_reason == "all_finished" and backend.num_calls == 1
     assert all(c.finished for c in result.steps[0].candidates)

@@ -10,11 +10,13 @@ from __future__ import annotations
 import pytest
 
 from mfs_core import MFSEngine, MFSSettings
+from mfs_core.decoders import PAPER_RULES
 from mfs_core.martingale import lead_probability
 from tests.unit.test_mfs_decoder import ROLLOUTS, STEPS, scripted_model
 
 AGREEING = {prompt: ("The answer is: \\boxed{1}.", lp) for prompt, (_, lp) in ROLLOUTS.items()}
-BASE = dict(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=2, seed=0)
+BASE = dict(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=2, seed=0,
+            **PAPER_RULES)  # each test switches on the rules it is about
 
 
 def run(steps=STEPS, rollouts=ROLLOUTS, **overrides):
@@ -85,6 +87,11 @@ def test_convergence_needs_two_distinct_paths_with_convergence_min_paths():
     compared, _ = run(UNANIMOUS_STEPS, UNANIMOUS_ROLLOUTS, convergence_min_paths=2)
     assert (compared.stop_reason, compared.steps[1].converged) == ("max_steps", False)
     assert compared.text.startswith("a\nx\n")
+
+
+def test_the_defaults_are_the_rules_chosen_on_the_tuning_questions():
+    settings = MFSSettings()
+    assert (settings.vote_rollouts, settings.answer_stop_confidence, settings.convergence_min_paths) == (True, 0.95, 1)
 
 
 def test_bad_rule_settings_name_the_value_and_range():

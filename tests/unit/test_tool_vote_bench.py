@@ -7,6 +7,7 @@ import re
 import pytest
 
 from mfs_core.bench.tool_vote import action_correct, generate_questions, run, wilson_interval
+from mfs_core.decoders import PAPER_RULES
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import MFSSettings
 from mfs_core.tools import ToolsNotSupportedError
@@ -41,7 +42,10 @@ def split_script(request: GenerationRequest) -> list[Continuation]:
 
 
 def test_the_vote_over_actions_fixes_what_the_best_path_and_a_single_sample_get_wrong() -> None:
-    settings = MFSSettings(step_beam_size=3, num_rollouts=1, max_steps=1, min_steps=0)
+    # The paper's vote over the kept beams, whose copies of one path are completed anew: the
+    # right call's two copies outvote the wrong one. (With vote_rollouts, the default, the two
+    # copies share one rollout and so one vote: 1 against 1, and the tie goes to the best F.)
+    settings = MFSSettings(step_beam_size=3, num_rollouts=1, max_steps=1, min_steps=0, **PAPER_RULES)
     engine = MFSEngine(ScriptedBackend(split_script, chat_template=hermes_template), settings)
     questions = generate_questions(6, seed=1)
     records = run(engine, questions, settings)
@@ -73,7 +77,7 @@ def required_script(request: GenerationRequest) -> list[Continuation]:
 
 
 def test_with_a_required_call_every_path_calls_and_the_vote_picks_the_common_call() -> None:
-    settings = MFSSettings(step_beam_size=3, num_rollouts=1, max_steps=1, min_steps=0)
+    settings = MFSSettings(step_beam_size=3, num_rollouts=1, max_steps=1, min_steps=0, **PAPER_RULES)
     engine = MFSEngine(ScriptedBackend(required_script, chat_template=hermes_template), settings)
     records = run(engine, generate_questions(6, seed=1), settings, tool_choice="required")
     assert [sum(r["correct"] for r in records[m]) for m in ("mfs-action-vote", "mfs-answer-vote", "single-sample")] == [6, 0, 0]
@@ -81,7 +85,7 @@ def test_with_a_required_call_every_path_calls_and_the_vote_picks_the_common_cal
 
 
 def test_the_benchmark_needs_a_template_that_renders_tools() -> None:
-    settings = MFSSettings(step_beam_size=3, num_rollouts=1, max_steps=1, min_steps=0)
+    settings = MFSSettings(step_beam_size=3, num_rollouts=1, max_steps=1, min_steps=0, **PAPER_RULES)
     with pytest.raises(ToolsNotSupportedError):
         run(MFSEngine(ScriptedBackend(split_script), settings), generate_questions(3), settings)
 
