@@ -157,10 +157,33 @@ _NAME_IN_TEXT = re.compile(r'"name"\s*:\s*"([^"]+)"')
 _HERMES = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
 
 
+_FENCED = re.compile(r"\A```(?:json)?[ \t]*\n(.*?)\n?```\Z", re.DOTALL)
+
+
+def _bare_call(text: str) -> Any:
+    """The call object of a reply that is only ``{"name": ..., "arguments": ...}``, bare or
+    in a Markdown ```` ```json ```` fence; None for any other text."""
+    body = text.strip()
+    fenced = _FENCED.match(body)
+    if fenced:
+        body = fenced.group(1).strip()
+    if not body.startswith("{"):
+        return None
+    try:
+        obj = json.loads(body)
+    except json.JSONDecodeError:
+        return None
+    return obj if isinstance(obj, dict) and set(obj) == {"name", "arguments"} else None
+
+
 def parse_hermes(text: str) -> ParsedOutput:
     """Hermes / Qwen calls: each ``<tool_call>{json}</tool_call>`` block is one call.
 
-    A block left open at the end of the text (the end marker cut it) is still read.
+    A block left open at the end of the text (the end marker cut it) is still read. A reply
+    with no block that is only one object with exactly the keys ``name`` and ``arguments``,
+    bare or in a ```` ```json ```` fence, is one call too: Qwen2.5-Coder writes its calls so
+    although its template asks for ``<tool_call>`` (llama.cpp's Hermes 2 Pro parser reads
+    both forms as well); other JSON stays content.
 
     Args:
         text: a completion.
@@ -169,6 +192,9 @@ def parse_hermes(text: str) -> ParsedOutput:
         The calls, and the text outside the blocks as ``content``.
     """
     builder = _Builder(text)
+    if "<tool_call>" not in text and (bare := _bare_call(text)) is not None:
+        builder.add_object(bare, text.strip(), args_keys=("arguments",))
+        return builder.result("")
     for match in _HERMES.finditer(text):
         body = match.group(1).strip()
         if not body:

@@ -54,6 +54,21 @@ def test_malformed_hermes_calls_are_invalid_calls_not_errors(text: str, name: st
     assert error in invalid.error
 
 
+def test_hermes_reads_a_reply_that_is_only_a_call_object_bare_or_fenced() -> None:
+    """Qwen2.5-Coder-0.5B-Instruct's calls, as it wrote them for an add/multiply prompt."""
+    fenced = '```json\n{\n  "name": "multiply",\n  "arguments": {\n    "a": 23,\n    "b": 17\n  }\n}\n```'
+    parsed = parse_hermes(fenced)
+    assert [(c.name, c.arguments) for c in parsed.tool_calls] == [("multiply", {"a": 23, "b": 17})]
+    assert parsed.content == "" and not parsed.invalid_tool_calls
+    parsed = parse_hermes('{"name": "add", "arguments": {"a": 128, "b": 345}}')
+    assert [(c.name, c.arguments) for c in parsed.tool_calls] == [("add", {"a": 128, "b": 345})]
+    bad = parse_hermes('```json\n{"name": "add", "arguments": 3}\n```')
+    assert not bad.tool_calls and bad.invalid_tool_calls[0].error == "arguments of 'add' must be a JSON object, got int"
+    for text in ('{"answer": 3}', '{"name": "Paris", "country": "France"}', 'Use {"name": "add", "arguments": {}} here',
+                 "```json\n[1, 2]\n```"):
+        assert parse_hermes(text).tool_calls == [] and parse_hermes(text).content == text  # other JSON: content
+
+
 def test_llama3_json_with_python_tag_and_chained_calls() -> None:
     text = (
         "Let me look that up.\n<|python_tag|>"
