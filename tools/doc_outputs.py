@@ -11,6 +11,10 @@ The convention, in the Markdown files:
 * A ```` ```bash ```` block followed by ``<!-- output -->`` runs too: each of its lines is
   an ``mfs ...`` command, run in-process through the CLI. Other bash blocks (installs,
   servers) are shown only.
+* A block flagged ``serve`` (```` ```python serve ````, ```` ```bash serve ````) talks to
+  ``mfs serve``: it runs against one server started for the run (:data:`SERVE_ARGS`, on a
+  free loopback port, stopped at exit), with :data:`SERVE_ADDRESS` in its code replaced by
+  that server's address; a bash ``serve`` block's lines (``curl ...``) run in ``bash``.
 * Wall-clock seconds (``wall time 0.17 s``) differ from run to run: they are compared as
   ``<seconds>``, as are those of the search's stop line (``726 tokens; 0.17 s]``);
   everything else is compared character for character.
@@ -55,6 +59,12 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 OUTPUT_MARKER = "<!-- output -->"
 ENVIRONMENT = {"MFS_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 """Set while a block runs (and restored after): the demo model on the CPU, nothing downloaded."""
+
+SERVE_ADDRESS = "127.0.0.1:8000"
+"""The address ``serve`` blocks name (``mfs serve``'s default); replaced by the test server's."""
+SERVE_ARGS = ("--step-beam-size", "2", "--num-rollouts", "2", "--max-steps", "3")
+SERVE_ENV = {"MFS_SERVER_API_KEY": "sk-local"}
+"""The ``mfs serve`` command docs/serve.md shows: ``MFS_SERVER_API_KEY=sk-local mfs serve --step-beam-size 2 ...``."""
 
 _FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 _OUTPUT_GAP = re.compile(rf"\A\s*{re.escape(OUTPUT_MARKER)}\s*\Z")
@@ -176,6 +186,22 @@ def _save_llama_index():  # noqa: ANN202 - returns a restore function
     return restore
 
 
+_SERVER: list = []
+
+
+def serve_address() -> str:
+    """``host:port`` of the ``mfs serve`` the ``serve`` blocks run against (started on first use)."""
+    if not _SERVER:
+        import atexit
+
+        from tests.serve_process import serve_process
+
+        context = serve_process(SERVE_ARGS, SERVE_ENV)
+        _SERVER.append(context.__enter__())
+        atexit.register(context.__exit__, None, None, None)
+    return _SERVER[0].url.removeprefix("http://")
+
+
 def run_block(block: Block) -> str:
     """Run ``block`` alone and return what it printed to stdout.
 
@@ -187,14 +213,28 @@ def run_block(block: Block) -> str:
         Whatever the block raises; ``RuntimeError`` for a bash line that is not an ``mfs``
         command or that exits with a non-zero status.
     """
+    source = block.code.replace(SERVE_ADDRESS, serve_address()) if "serve" in block.flags else block.code
     with _isolated():
         if block.lang == "python":
-            code = compile("\n" * block.line + block.code, str(block.path), "exec")
+            code = compile("\n" * block.line + source, str(block.path), "exec")
             out = io.StringIO()
             with contextlib.redirect_stdout(out):
                 exec(code, {"__name__": "__main__"})  # noqa: S102 - our own documentation
             return out.getvalue()
+        if "serve" in block.flags:
+            return _run_shell(block, source)
         return _run_commands(block)
+
+
+def _run_shell(block: Block, source: str) -> str:
+    """Run a bash ``serve`` block's lines in ``bash``; what they print to stdout."""
+    import subprocess
+
+    result = subprocess.run(["bash", "-c", source], capture_output=True, text=True, timeout=600, check=False)
+    if result.returncode != 0:
+        msg = f"{block.name}: exited with {result.returncode}: {result.stderr[-2000:]}"
+        raise RuntimeError(msg)
+    return result.stdout
 
 
 def _run_commands(block: Block) -> str:

@@ -49,6 +49,6 @@ def run(settings: MFSSettings, config: ServerSettings | None = None, *, log_leve
     app = create_app(engine, config)
     server = uvicorn.Server(uvicorn.Config(
         app, host=config.host, port=config.port, log_level=log_level, lifespan="on",
-        timeout_graceful_shutdown=int(config.shutdown_timeout) if config.shutdown_timeout else None,
+        timeout_graceful_shutdown=config.shutdown_timeout,  # type: ignore[arg-type] - a float works (asyncio.wait_for)
     ))
     server.run()

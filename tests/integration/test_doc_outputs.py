@@ -7,6 +7,8 @@ outputs with ``python -m tools.update_doc_outputs`` and review the diff.
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from tools.doc_outputs import DOCS, ROOT, blocks, normalise, run_block, runnable_blocks
@@ -16,6 +18,10 @@ BLOCKS = list(runnable_blocks())
 
 def _param(block):
     marks = [pytest.mark.slow] if "slow" in block.flags else []
+    if "serve" in block.flags:  # against an `mfs serve` child process on loopback (tools.doc_outputs.serve_address)
+        marks += [pytest.mark.allow_hosts(["127.0.0.1"]), pytest.mark.slow]
+        if block.lang == "bash":
+            marks.append(pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed"))
     return pytest.param(block, id=block.name, marks=marks)
 
 
