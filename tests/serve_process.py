@@ -60,7 +60,7 @@ def stop_process(process: subprocess.Popen, timeout: float = 30.0) -> int:
 
 @contextlib.contextmanager
 def serve_process(args: Sequence[str] = (), env: dict[str, str] | None = None,
-                  start_timeout: float = 120.0) -> Iterator[ServerProcess]:
+                  start_timeout: float = 300.0) -> Iterator[ServerProcess]:
     """``mfs serve ARGS`` on 127.0.0.1 and a free port, answering ``/health`` (bounded wait).
 
     Args:
