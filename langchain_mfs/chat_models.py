@@ -25,7 +25,7 @@ from langchain_mfs._structured import (
     tool_call_chunks,
     tools_to_openai,
 )
-from mfs_core.adapters import apply_stop, chat_message, result_metadata, stream_chunks, token_usage
+from mfs_core.adapters import chat_message, result_metadata, stream_chunks, token_usage
 from mfs_core.engine import MFSEngine
 from mfs_core.events import StopEvent
 from mfs_core.settings import MFSSettings
@@ -362,9 +362,7 @@ class ChatMFS(MFSParams, BaseChatModel):
     # --- results -----------------------------------------------------------------------
     def _parsed(self, result: DecodeResult, stop: list[str] | None, plan: CallPlan) -> tuple[str, Any]:
         """The message text (calls removed when tools were rendered, cut at ``stop``) and the parse."""
-        parsed = plan.parse(result.text)
-        text = parsed.content if plan.prompt_tools() is not None else result.text
-        return apply_stop(text, self._stops(stop)), parsed
+        return plan.reply(result.text, self._stops(stop))
 
     @staticmethod
     def _response_metadata(model_name: str, parsed: Any) -> dict[str, Any]:

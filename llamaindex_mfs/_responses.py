@@ -78,8 +78,7 @@ def thinking_chunk(reasoning: ReasoningText, event: DecodeEvent) -> ChatResponse
 
 def chat_text(result: DecodeResult, plan: CallPlan) -> tuple[str, ParsedOutput]:
     """The message text (calls removed when tools were rendered) and the parsed calls."""
-    parsed = plan.parse(result.text)
-    return (parsed.content if plan.prompt_tools() is not None else result.text), parsed
+    return plan.reply(result.text)
 
 
 def chat_response(result: DecodeResult, stop: list[str] | None, plan: CallPlan) -> ChatResponse:
