@@ -144,9 +144,10 @@ def _sc_k(text: str | None, methods: list[str]) -> int | str | None:
 
 
 def bench(
-    dataset: Annotated[str, typer.Option(help="gsm8k | math500 | gpqa | reclor | logiqa | arc-c | demo, or a JSON file.")],
+    dataset: Annotated[str, typer.Option(help="gsm8k | math500 | gpqa | reclor | logiqa | arc-c | demo | demo-fresh, or a JSON file.")],
     methods: Annotated[str, typer.Option(help="Comma-separated: cot, sc, phi, phi-release, mfs, mfs-no-stop, mfs-no-prune, mfs-converged-rollouts, "
-                                       "mfs-paper, mfs-reuse-only, mfs-share-reuse.")] = "cot,sc,phi,mfs",
+                                       "mfs-paper, mfs-reuse-only, mfs-share-reuse, mfs-shared, mfs-no-rollout-vote, mfs-no-answer-stop, "
+                                       "mfs-min-paths.")] = "cot,sc,phi,mfs",
     limit: Annotated[Optional[int], typer.Option(help="Only N questions (from --offset on).")] = None,
     offset: Annotated[int, typer.Option(help="Skip the first N questions of the set (e.g. ones used for tuning).")] = 0,
     model: Annotated[Optional[str], typer.Option(help="Model name or local path (default: 'mfs-demo').")] = None,
@@ -176,13 +177,8 @@ def bench(
     """Benchmark decoding methods side by side: accuracy, tokens, FLOPs, time (resumable)."""
     from pydantic import ValidationError
 
-    from mfs_core.bench.curve import write_curve
     from mfs_core.bench.datasets import load_dataset
-    from mfs_core.bench.plot import plot_accuracy_vs_flops
     from mfs_core.bench.requirements import check_bench_dependencies
-    from mfs_core.bench.report import (
-        format_paired, format_table, paired_comparisons, summarize, token_ratio, write_csv, write_json,
-    )
     from mfs_core.bench.runner import parse_methods, run_bench
     from mfs_core.engine import MFSEngine
     from mfs_core.settings import MFSSettings, setting_sources
@@ -230,13 +226,28 @@ def bench(
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
-    rows = summarize(records, [m.label for m in chosen])
+    _report(records, [m.label for m in chosen], data, settings, engine.backend.num_parameters,
+            sc_k=k, offset=offset, out_dir=out_dir, plot=plot)
+
+
+def _report(records: list[dict[str, Any]], labels: list[str], data: Any, settings: Any, num_parameters: int, *,
+            sc_k: int | str | None, offset: int, out_dir: Path, plot: bool) -> None:
+    """Write and print what ``mfs bench`` reports of a finished run: the table (``results.json``,
+    ``.csv``, ``.md``), the paired comparisons with MFS, the engine's overhead, the plots and the
+    accuracy-against-tokens curve."""
+    from mfs_core.bench.curve import write_curve
+    from mfs_core.bench.plot import plot_accuracy_vs_flops
+    from mfs_core.bench.report import (
+        format_paired, format_table, paired_comparisons, summarize, token_ratio, write_csv, write_json,
+    )
+
+    rows = summarize(records, labels)
     table = format_table(rows)
     ratio = token_ratio(rows)
     meta = {"dataset": data.name, "kind": data.kind, "questions": len(data.examples), "offset": offset,
             "model": settings.model,
-            "num_parameters": engine.backend.num_parameters, "step_beam_size": settings.step_beam_size,
-            "num_rollouts": settings.num_rollouts, "sc_k": k, "mfs_over_cot_tokens": ratio,
+            "num_parameters": num_parameters, "step_beam_size": settings.step_beam_size,
+            "num_rollouts": settings.num_rollouts, "sc_k": sc_k, "mfs_over_cot_tokens": ratio,
             "settings": settings.model_dump(mode="json")}
     paired = paired_comparisons(records, "mfs")
     meta["paired_with_mfs"] = [asdict(c) for c in paired]
@@ -247,7 +258,7 @@ def bench(
     typer.echo(table)
     if ratio is not None:
         typer.echo(f"MFS output tokens / CoT output tokens = {ratio:.2f}"
-                   + (" (sc's k = round of this ratio)" if k == "auto" else ""))
+                   + (" (sc's k = round of this ratio)" if sc_k == "auto" else ""))
     if paired:
         typer.echo(format_paired(paired))
     total_wall = sum(r.wall_seconds for r in rows)
@@ -258,7 +269,7 @@ def bench(
         png = plot_accuracy_vs_flops(rows, out_dir / "accuracy_vs_flops.png",
                                      title=f"{data.name}, {len(data.examples)} questions, {settings.model}")
         typer.echo(f"plot: {png}")
-    curve = write_curve(records, data.kind, [m.label for m in chosen], out_dir, plot=plot,
+    curve = write_curve(records, data.kind, labels, out_dir, plot=plot,
                         title=f"{data.name}, {len(data.examples)} questions, {settings.model}")
     if curve is not None:
         typer.echo("\naccuracy against output tokens (self-consistency at every k <= sc's k, from its samples):")
