@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from tests.packaged_models import packaged_engine, spy_prompts
+
 SMOLLM2 = "smollm2-135m-instruct"
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "smollm2_rag.py"
 
@@ -29,34 +31,14 @@ SMALL = {"step_beam_size": 2, "num_rollouts": 2, "max_steps": 2, "max_step_token
 def smollm2_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """An :class:`~mfs_core.MFSEngine` on SmolLM2 (transformers backend, CPU), converted into a
     cache of this test session; closed at the end of the session."""
-    from mfs_core import MFSEngine, MFSSettings
-    from mfs_core.backends.transformers import TransformersBackend
-
-    monkeypatch = pytest.MonkeyPatch()
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("smollm2-cache")))
-    try:
-        settings = MFSSettings(model=SMOLLM2, device="cpu")
-        engine = MFSEngine(TransformersBackend.from_settings(settings), settings)
-    finally:
-        monkeypatch.undo()
-    try:
+    with packaged_engine(SMOLLM2, tmp_path_factory.mktemp("smollm2-cache")) as engine:
         yield engine
-    finally:
-        engine.close()
 
 
 @pytest.fixture
 def model_prompts(smollm2_engine: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The prompt text of every generation request the model receives during the test, in order."""
-    prompts: list[str] = []
-    generate = smollm2_engine.backend.generate
-
-    def spy(requests: Any) -> Any:
-        prompts.extend(request.prompt for request in requests)
-        return generate(requests)
-
-    monkeypatch.setattr(smollm2_engine.backend, "generate", spy)
-    return prompts
+    return spy_prompts(smollm2_engine, monkeypatch)
 
 
 @pytest.fixture(scope="session")
