@@ -182,8 +182,8 @@ def parse_hermes(text: str) -> ParsedOutput:
     A block left open at the end of the text (the end marker cut it) is still read. A reply
     with no block that is only one object with exactly the keys ``name`` and ``arguments``,
     bare or in a ```` ```json ```` fence, is one call too: Qwen2.5-Coder writes its calls so
-    although its template asks for ``<tool_call>`` (llama.cpp's Hermes 2 Pro parser reads
-    both forms as well); other JSON stays content.
+    although its template asks for ``<tool_call>`` (8 of 8 greedy probes, docs/real_models.md);
+    other JSON stays content.
 
     Args:
         text: a completion.
