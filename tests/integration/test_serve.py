@@ -357,5 +357,8 @@ def test_sigterm_lets_an_open_stream_finish_then_closes_the_backend() -> None:
                 if len(lines) == 1:
                     os.kill(running.process.pid, signal.SIGTERM)  # while the search runs
         assert lines[-1] == "data: [DONE]" and any('"finish_reason":"stop"' in line for line in lines)
-        assert running.process.wait(timeout=60) == 0
-        assert "shut down; backend closed" in running.log_text()
+        # uvicorn re-raises the signal it handled once shut down, so the exit status is -SIGTERM
+        assert running.process.wait(timeout=60) in (0, -signal.SIGTERM)
+        log = running.log_text()
+        assert "timeout graceful shutdown exceeded" not in log
+        assert log.index("shut down; backend closed") < log.index("Finished server process")
