@@ -574,124 +574,94 @@ class TransformersBackend:
 
         Level by level, each group of distinct prompts runs the tokens they all share beyond
         what its cache row holds, in one batched forward pass over all groups (segments
-        right-padded to the longest). A prompt that ends with its group's segment keeps that
-        cache row and last-token logits; the others split by their next token into child
-        groups, whose cache rows are copies of the parent's, rotated so that the row's real
-        positions end at the last one (the segment's right padding moves to the left edge).
-        So every row of the prefill cache is left-padded with its real tokens contiguous, and
-        a sliding-window mask, which counts cache positions, spans exactly the real tokens it
-        would alone. The prefill runs on a cache of full ``DynamicLayer`` s (a sliding-window
-        layer would keep only the last positions, padding included). The finished caches
-        keep only their real positions, left-padded to the longest prompt, and fill the cache
-        the model itself builds (``DynamicCache(config=...)``, through each layer's
-        ``update``): a ``DynamicSlidingWindowLayer`` keeps the last ``sliding_window - 1``
-        positions, as after :meth:`_prefill_rows`. Row ``i`` gets prompt ``i``'s.
+        right-padded to the longest; :meth:`_prefill_level`). A prompt that ends with its
+        group's segment keeps that cache row and last-token logits; the others split by their
+        next token into child groups (:func:`_split_groups`), whose cache rows are copies of
+        the parent's, rotated so that the row's real positions end at the last one (the
+        segment's right padding moves to the left edge; :func:`_fan_out`). So every row of the
+        prefill cache is left-padded with its real tokens contiguous, and a sliding-window
+        mask, which counts cache positions, spans exactly the real tokens it would alone. The
+        prefill runs on a cache of full ``DynamicLayer`` s (a sliding-window layer would keep
+        only the last positions, padding included). The finished caches keep only their real
+        positions, left-padded to the longest prompt, and fill the cache the model itself
+        builds (``DynamicCache(config=...)``, through each layer's ``update``): a
+        ``DynamicSlidingWindowLayer`` keeps the last ``sliding_window - 1`` positions, as after
+        :meth:`_prefill_rows` (:func:`_compact_prefill`). Row ``i`` gets prompt ``i``'s.
 
         Returns:
             As :meth:`_prefill_rows`, or None when the model's cache has layers other than
             ``DynamicLayer`` and ``DynamicSlidingWindowLayer`` (chunked or linear attention,
-            a model-specific cache): the caller then prefills without sharing.
+            a model-specific cache), or a prompt is empty: the caller then prefills without
+            sharing.
         """
-        import torch
-
         template = self._cache_template()
         if template is None:
             return None
-        from transformers.cache_utils import DynamicCache, DynamicLayer
+        from transformers.cache_utils import DynamicCache
 
-        device = self.model.device
-        pad = self.tokenizer.pad_token_id
-        stats = self.prefill_stats
         distinct: dict[tuple[int, ...], int] = {}
         row_prompt = [distinct.setdefault(tuple(ids), len(distinct)) for ids in prompts]
         unique = list(distinct)
         if not all(unique):
             return None
-        ordered = sorted(range(len(unique)), key=lambda u: unique[u])
-        groups: list[_Group] = []  # the trie's root split by first token
-        for u in ordered:
-            if groups and unique[groups[-1].members[0]][0] == unique[u][0]:
-                groups[-1].members.append(u)
-            else:
-                groups.append(_Group(members=[u], done=0))
-        finals: dict[int, tuple[list[tuple[Any, Any]], Any, Any, int]] = {}  # keys/values per layer, mask, logits, length
+        groups = _trie_roots(unique)
+        finals: dict[int, _Final] = {}
         cache, mask = DynamicCache(), None  # full layers, created as the model updates them
         while groups:
-            segments = []
-            for group in groups:
-                end = _common_prefix_length(unique[group.members[0]], unique[group.members[-1]], group.done)
-                segments.append(unique[group.members[0]][group.done:end])
-            input_ids, segment_mask = _right_padded(segments, pad, device)
-            lengths = torch.tensor([len(seg) for seg in segments], dtype=torch.long, device=device)
-            done = torch.tensor([[g.done] for g in groups], dtype=torch.long, device=device)
-            positions = done + segment_mask.cumsum(-1) - 1  # the padding repeats the last position
-            mask = segment_mask if mask is None else torch.cat([mask, segment_mask], dim=1)
-            last = lengths - 1  # each segment's last real token
-            keep: dict[str, Any] = {}
-            if self._keep_logits:  # the vocabulary projection of those positions only
-                kept, last = torch.unique(last, return_inverse=True)
-                keep = {"logits_to_keep": kept}
-            out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
-                             use_cache=True, **{self._cache_arg: cache}, **keep)
-            cache = output_cache(out)
-            stats.forward_passes += 1
-            stats.prefilled_tokens += sum(len(seg) for seg in segments)
-            stats.padded_prefill_tokens += input_ids.numel()
-            if len(cache.layers) != len(template.layers) or not all(type(layer) is DynamicLayer for layer in cache.layers):
-                stats.prefilled_tokens -= sum(len(seg) for seg in segments)
-                stats.padded_prefill_tokens -= input_ids.numel()
+            segments = [_segment(group, unique) for group in groups]
+            level = self._prefill_level(groups, segments, cache, mask, len(template.layers))
+            if level is None:
                 return None
-            logits = out.logits[torch.arange(len(groups), device=device), last].float()
-            children: list[_Group] = []
-            parents: list[int] = []
-            for g, (group, seg) in enumerate(zip(groups, segments)):
-                end = group.done + len(seg)
-                rest = []
-                for u in group.members:
-                    if len(unique[u]) == end:
-                        finals[u] = ([(layer.keys[g], layer.values[g]) for layer in cache.layers], mask[g], logits[g], end)
-                    else:
-                        rest.append(u)
-                for u in rest:  # sorted, so equal next tokens are adjacent
-                    if children and parents[-1] == g and unique[children[-1].members[0]][end] == unique[u][end]:
-                        children[-1].members.append(u)
-                    else:
-                        children.append(_Group(members=[u], done=end))
-                        parents.append(g)
-            groups = children
+            cache, mask, logits, padding = level
+            groups, parents = _split_groups(groups, segments, unique, cache, mask, logits, finals)
             if groups:
-                # copy each child's parent row, rotated right by the parent segment's padding
-                index = torch.tensor(parents, dtype=torch.long, device=device)
-                slots = mask.shape[1]
-                shift = (input_ids.shape[1] - lengths).index_select(0, index)
-                source = (torch.arange(slots, device=device) - shift.unsqueeze(1)) % slots  # [children, slots]
-                mask = mask.index_select(0, index).gather(1, source)
-                for layer in cache.layers:
-                    layer.keys = _rotate_rows(layer.keys, index, source)
-                    layer.values = _rotate_rows(layer.values, index, source)
-        # Compact: each prompt's real positions (the padding of the levels dropped), left-padded
-        # to the longest prompt, so decoding attends over as many positions as without sharing.
-        width = max(len(ids) for ids in unique)
-        order = [finals[u] for u in range(len(unique))]
-        real = [state[1].nonzero().squeeze(1) for state in order]
-        rows = torch.tensor(row_prompt, dtype=torch.long, device=device)
+                mask = _fan_out(cache, mask, parents, padding)
+        return _compact_prefill(template, [finals[u] for u in range(len(unique))], row_prompt, self.model.device)
 
-        def compact(tensors: list[Any]) -> Any:
-            heads, _, dim = tensors[0].shape
-            out = tensors[0].new_zeros((len(tensors), heads, width, dim))
-            for u, (t, index) in enumerate(zip(tensors, real)):
-                out[u, :, width - len(index):] = t.index_select(1, index)
-            return out.index_select(0, rows)
+    def _prefill_level(self, groups: list[_Group], segments: list[tuple[int, ...]], cache: Any, mask: Any,
+                       layers: int) -> tuple[Any, Any, Any, Any] | None:
+        """One level of the shared-prefix prefill: one forward pass over every group's segment.
 
-        for i, layer in enumerate(template.layers):
-            layer.update(compact([state[0][i][0] for state in order]), compact([state[0][i][1] for state in order]))
-        mask = torch.zeros((len(unique), width), dtype=torch.long, device=device)
-        for u, ids in enumerate(unique):
-            mask[u, width - len(ids):] = 1
-        mask = mask.index_select(0, rows)
-        logits = torch.stack([state[2] for state in order]).index_select(0, rows)
-        next_position = torch.tensor([[state[3]] for state in order], dtype=torch.long, device=device).index_select(0, rows)
-        return template, logits, mask, next_position
+        Args:
+            groups: the trie nodes of this level, ``G`` of them; group ``g`` is cache row ``g``.
+            segments: group ``g``'s tokens beyond its ``done`` ones (token ids, at least one).
+            cache: the prefill ``DynamicCache``, ``G`` rows (empty at the first level).
+            mask: the attention mask of the cache's slots, ``[G, slots]`` long, or None at the
+                first level.
+            layers: how many layers the model's own cache has.
+
+        Returns:
+            ``(cache, mask, logits, padding)``: the cache grown by the segments (right-padded
+            to the longest, ``W`` tokens), the mask ``[G, slots + W]``, the float logits of each
+            segment's last real token ``[G, vocab]`` and each segment's right padding ``[G]``
+            (tokens); or None when the model built a cache other than ``layers`` full
+            ``DynamicLayer`` s (the prefill statistics are then left as they were).
+        """
+        import torch
+        from transformers.cache_utils import DynamicLayer
+
+        device = self.model.device
+        input_ids, segment_mask = _right_padded(segments, self.tokenizer.pad_token_id, device)
+        lengths = torch.tensor([len(seg) for seg in segments], dtype=torch.long, device=device)
+        done = torch.tensor([[g.done] for g in groups], dtype=torch.long, device=device)
+        positions = done + segment_mask.cumsum(-1) - 1  # the padding repeats the last position
+        mask = segment_mask if mask is None else torch.cat([mask, segment_mask], dim=1)
+        last = lengths - 1  # each segment's last real token
+        keep: dict[str, Any] = {}
+        if self._keep_logits:  # the vocabulary projection of those positions only
+            kept, last = torch.unique(last, return_inverse=True)
+            keep = {"logits_to_keep": kept}
+        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
+                         use_cache=True, **{self._cache_arg: cache}, **keep)
+        cache = output_cache(out)
+        stats = self.prefill_stats
+        stats.forward_passes += 1
+        if len(cache.layers) != layers or not all(type(layer) is DynamicLayer for layer in cache.layers):
+            return None
+        stats.prefilled_tokens += sum(len(seg) for seg in segments)
+        stats.padded_prefill_tokens += input_ids.numel()
+        logits = out.logits[torch.arange(len(groups), device=device), last].float()
+        return cache, mask, logits, input_ids.shape[1] - lengths
 
     def _cache_template(self) -> Any:
         """An empty ``DynamicCache`` shaped as the model's own (``DynamicCache(config=...)``), or
@@ -775,6 +745,144 @@ def _common_prefix_length(first: tuple[int, ...], last: tuple[int, ...], start: 
     while end < shortest and first[end] == last[end]:
         end += 1
     return end
+
+
+@dataclass
+class _Final:
+    """A distinct prompt's prefill state, kept when the trie walk reaches its end.
+
+    ``layers`` holds ``(keys, values)`` per layer, each ``[heads, slots, dim]`` (its cache
+    row, padding slots included); ``mask`` ``[slots]`` marks the real slots (long 0/1);
+    ``logits`` ``[vocab]`` (float) are its last token's; ``length`` is its length (tokens).
+    """
+
+    layers: list[tuple[Any, Any]]
+    mask: Any
+    logits: Any
+    length: int
+
+
+def _trie_roots(unique: list[tuple[int, ...]]) -> list[_Group]:
+    """The token trie's root split by first token: groups of indices into ``unique`` (distinct,
+    non-empty prompts of token ids), each group's members in sorted prompt order, ``done=0``."""
+    groups: list[_Group] = []
+    for u in sorted(range(len(unique)), key=lambda u: unique[u]):
+        if groups and unique[groups[-1].members[0]][0] == unique[u][0]:
+            groups[-1].members.append(u)
+        else:
+            groups.append(_Group(members=[u], done=0))
+    return groups
+
+
+def _segment(group: _Group, unique: list[tuple[int, ...]]) -> tuple[int, ...]:
+    """The tokens all of ``group``'s members share beyond its ``done`` ones (token ids; at
+    least one, as members differ past ``done`` or end together)."""
+    first = unique[group.members[0]]
+    return first[group.done:_common_prefix_length(first, unique[group.members[-1]], group.done)]
+
+
+def _split_groups(groups: list[_Group], segments: list[tuple[int, ...]], unique: list[tuple[int, ...]], cache: Any,
+                  mask: Any, logits: Any, finals: dict[int, _Final]) -> tuple[list[_Group], list[int]]:
+    """After a level's forward pass: keep the prompts that end there, split the rest.
+
+    A member of group ``g`` whose prompt ends with the group's segment is recorded in
+    ``finals`` (keyed by its index into ``unique``) with cache row ``g`` of every layer of
+    ``cache`` (``[G, heads, slots, dim]``), ``mask[g]`` (``[G, slots]``) and ``logits[g]``
+    (``[G, vocab]``). The others form child groups by their next token (members stay sorted,
+    so equal next tokens are adjacent).
+
+    Returns:
+        ``(children, parents)``: the next level's groups and, for each, the index of its
+        parent group in ``groups``.
+    """
+    children: list[_Group] = []
+    parents: list[int] = []
+    for g, (group, seg) in enumerate(zip(groups, segments)):
+        end = group.done + len(seg)
+        rest = []
+        for u in group.members:
+            if len(unique[u]) == end:
+                finals[u] = _Final([(layer.keys[g], layer.values[g]) for layer in cache.layers], mask[g], logits[g], end)
+            else:
+                rest.append(u)
+        for u in rest:
+            if children and parents[-1] == g and unique[children[-1].members[0]][end] == unique[u][end]:
+                children[-1].members.append(u)
+            else:
+                children.append(_Group(members=[u], done=end))
+                parents.append(g)
+    return children, parents
+
+
+def _fan_out(cache: Any, mask: Any, parents: list[int], padding: Any) -> Any:
+    """Give each child group a copy of its parent's cache row, rotated right by the parent
+    segment's right padding, so the row's real slots end at the last one.
+
+    Args:
+        cache: the prefill ``DynamicCache``; every layer's keys and values ``[G, heads, slots,
+            dim]`` are replaced, in place, by ``[C, heads, slots, dim]``.
+        mask: the parents' attention mask ``[G, slots]``.
+        parents: each of the ``C`` children's parent row.
+        padding: each parent segment's right padding ``[G]`` (tokens).
+
+    Returns:
+        The children's attention mask ``[C, slots]``, rotated as their cache rows.
+    """
+    import torch
+
+    device = mask.device
+    index = torch.tensor(parents, dtype=torch.long, device=device)
+    slots = mask.shape[1]
+    shift = padding.index_select(0, index)
+    source = (torch.arange(slots, device=device) - shift.unsqueeze(1)) % slots  # [children, slots]
+    for layer in cache.layers:
+        layer.keys = _rotate_rows(layer.keys, index, source)
+        layer.values = _rotate_rows(layer.values, index, source)
+    return mask.index_select(0, index).gather(1, source)
+
+
+def _compact_prefill(template: Any, finals: list[_Final], row_prompt: list[int],
+                     device: Any) -> tuple[Any, Any, Any, Any]:
+    """The prefill's result from each distinct prompt's final state: row ``i`` gets prompt
+    ``row_prompt[i]``'s.
+
+    Each prompt keeps its real slots only (the padding of the trie levels dropped), left-padded
+    to the longest prompt ``L``, so decoding attends over as many positions as without sharing;
+    they fill ``template``'s layers through ``update``.
+
+    Args:
+        template: an empty ``DynamicCache`` shaped as the model's own (:meth:`_cache_template`).
+        finals: the ``U`` distinct prompts' states, in index order.
+        row_prompt: each of the ``B`` rows' index into ``finals``.
+        device: where the new tensors go (the model's device).
+
+    Returns:
+        As :meth:`TransformersBackend._prefill_rows`: ``(template, logits [B, vocab], mask
+        [B, L], next_position [B, 1])``.
+    """
+    import torch
+
+    width = max(state.length for state in finals)
+    real = [state.mask.nonzero().squeeze(1) for state in finals]
+    rows = torch.tensor(row_prompt, dtype=torch.long, device=device)
+
+    def compact(tensors: list[Any]) -> Any:
+        """Per-prompt ``[heads, slots, dim]`` states to ``[B, heads, L, dim]``, real slots right-aligned."""
+        heads, _, dim = tensors[0].shape
+        out = tensors[0].new_zeros((len(tensors), heads, width, dim))
+        for u, (t, index) in enumerate(zip(tensors, real)):
+            out[u, :, width - len(index):] = t.index_select(1, index)
+        return out.index_select(0, rows)
+
+    for i, layer in enumerate(template.layers):
+        layer.update(compact([state.layers[i][0] for state in finals]), compact([state.layers[i][1] for state in finals]))
+    mask = torch.zeros((len(finals), width), dtype=torch.long, device=device)
+    for u, state in enumerate(finals):
+        mask[u, width - state.length:] = 1
+    mask = mask.index_select(0, rows)
+    logits = torch.stack([state.logits for state in finals]).index_select(0, rows)
+    next_position = torch.tensor([[state.length] for state in finals], dtype=torch.long, device=device).index_select(0, rows)
+    return template, logits, mask, next_position
 
 
 def _trie_size(prompts: list[list[int]]) -> int:
