@@ -108,8 +108,8 @@ async def test_a_llamaindex_function_agent_calls_a_tool_and_gets_its_result_back
 
 
 def test_a_seeded_mfs_decode_repeats_itself(qwen_engine: Any) -> None:
-    settings = MFSSettings(model=QWEN, device="cpu", step_beam_size=2, num_rollouts=2, max_steps=2, max_step_tokens=16,
-                           max_answer_tokens=24, seed=7)
+    settings = MFSSettings(model=QWEN, device="cpu", step_beam_size=2, num_rollouts=2, max_steps=1, max_step_tokens=12,
+                           max_answer_tokens=16, seed=7)
     question = "Tom has 3 apples. He buys 4 more apples. How many apples does Tom have now?"
     first, second = (qwen_engine.decode([question], settings=settings)[0] for _ in range(2))
     print(first.text)
