@@ -25,7 +25,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from mfs_core.errors import closest, one_line, unknown_name_message
 
 __all__ = [
-    "BACKEND_FIELDS", "DEMO_MODEL", "ENV_PREFIX", "BackendSettings", "MFSSettings", "UnknownSettingWarning",
+    "ABLATION_FIELDS", "BACKEND_FIELDS", "DEMO_MODEL", "ENV_PREFIX", "BackendSettings", "MFSSettings", "UnknownSettingWarning",
     "environment_sources", "setting_sources",
 ]
 
@@ -291,81 +291,101 @@ class MFSSettings(BaseSettings):
         default=1, ge=1, le=64,
         description="Foresight rollouts per surviving candidate (per distinct one with share_foresight).",
     )
-    share_foresight: bool = Field(
-        default=True,
-        description="Survivors with the same path text share one estimate of E[F | a_t] (eq. 7-8): foresight_rollouts "
-        "rollouts per distinct candidate, not per copy; copies keep their weight in the selection and the vote, and "
-        "beams that share a rollout are completed by fresh samples at the finish (off: the paper's rollout per "
-        "survivor).",
-    )
-    reuse_rollouts: bool = Field(
-        default=False,
-        description="A candidate that is the first step of its beam's stored rollout uses the rest of that rollout as "
-        "one of its foresight rollouts, at no new tokens (off, the default: every rollout is sampled anew, as the "
-        "paper; on the tuning questions reuse cost 3 points and stopped every search at its second step, "
-        "docs/benchmarks.md).",
-    )
     prune_lambda: float = Field(
         default=0.8, ge=0.0, description="λ1 of the width-pruning threshold μ + λ1·σ (paper eq. 10-11; standard deviations)."
     )
     temperature: float = Field(default=0.7, gt=0.0, le=10.0, description="Sampling temperature of steps and rollouts.")
-    rollout_temperature: float | None = Field(
-        default=None, gt=0.0, le=10.0,
-        description="Sampling temperature of MFS's foresight rollouts and completions, in (0, 10] (None: 'temperature'; "
-        "the release samples them at the backend default 1.0 and its steps at its configured temperature).",
-    )
     top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
     stop_epsilon: float = Field(
         default=1e-6, ge=0.0, description="ε_stop of the convergence test max V <= ε_stop (eq. 12; nats). The release uses 1e-4."
     )
     max_steps: int = Field(default=8, ge=1, le=256, description="Most deliberation (foresight) steps.")
     min_steps: int = Field(default=1, ge=0, le=256, description="Steps done before the convergence test may stop.")
-    convergence_min_paths: int = Field(
-        default=1, ge=1, le=1024,
-        description="Distinct surviving paths a step must have scored before the convergence test (eq. 12) may stop "
-        "the search: with one, max V compares nothing (1: the paper's test on every step).",
-    )
-    answer_stop_confidence: float | None = Field(
-        default=0.95, gt=0.5, lt=1.0,
-        description="Stop deliberating once the posterior probability that the leading answer keeps the lead, over "
-        "the answers of every rollout and finished candidate seen (Beta criterion of Adaptive-Consistency), reaches "
-        "this value, in (0.5, 1) (None: off, the paper's search; default 0.95, chosen on tuning questions with "
-        "vote_rollouts, docs/benchmarks.md).",
-    )
-    vote_rollouts: bool = Field(
-        default=True,
-        description="The final vote counts every foresight rollout (joined with its path) and every finished "
-        "candidate the search sampled, each once, instead of one completion per kept beam, and no kept beam is "
-        "completed anew (default on, chosen on tuning questions, docs/benchmarks.md; off: the paper's vote).",
-    )
     selection_temperature: float = Field(
         default=0.1, gt=0.0, description="Temperature of softmax(V / T) when beams are drawn (φ-Decoding's 0.1)."
     )
-    selection: Literal["sample", "top_k"] = Field(
-        default="sample", description="'sample': draw M beams by softmax(V/T) (Algorithm 1); 'top_k': the release's top-M."
+
+    # --- Ablations and variants (docs/benchmarks.md) -------------------------------------
+    # Switches for measuring the search, not for everyday use: their defaults are what method
+    # 'mfs' runs. Each description starts "Ablation (...)" naming the decoder variants of
+    # mfs_core.decoders.DECODERS that set it; ABLATION_FIELDS lists them, in this order.
+    share_foresight: bool = Field(
+        default=True,
+        description="Ablation (decoder variants `mfs-paper`, `mfs-reuse-only` set False). Survivors with the same "
+        "path text share one estimate of E[F | a_t] (eq. 7-8): foresight_rollouts rollouts per distinct candidate, "
+        "not per copy; copies keep their weight in the selection and the vote, and beams that share a rollout are "
+        "completed by fresh samples at the finish (off: the paper's rollout per survivor).",
     )
-    baseline: Literal["parent_foresight", "parent_step"] = Field(
-        default="parent_foresight",
-        description="Step value baseline: the parent's F (paper eq. 8) or the parent's step log-prob (release).",
+    reuse_rollouts: bool = Field(
+        default=False,
+        description="Ablation (decoder variants `mfs-reuse-only`, `mfs-share-reuse` set True). A candidate that is "
+        "the first step of its beam's stored rollout uses the rest of that rollout as one of its foresight rollouts, "
+        "at no new tokens (off, the default: every rollout is sampled anew, as the paper; on the tuning questions "
+        "reuse cost 3 points and stopped every search at its second step, docs/benchmarks.md).",
     )
-    aggregation: Literal["majority", "best_quality"] = Field(
-        default="majority", description="'majority': vote over extracted answers; 'best_quality': the path with the highest F."
+    vote_rollouts: bool = Field(
+        default=False,
+        description="Ablation (decoder variant `mfs-rollout-vote` sets True). The final vote counts every foresight "
+        "rollout (joined with its path) and every finished candidate the search sampled, each once, instead of one "
+        "completion per kept beam, and no kept beam is completed anew (off, the default: the paper's vote; chosen on "
+        "tuning questions, it lost 22 questions net on the fresh held-out set, docs/benchmarks.md).",
     )
-    max_finished_fraction: float = Field(
-        default=0.6, ge=0.0, le=1.0, description="Most finished candidates kept per step, as a fraction of M (release: 0.6)."
+    answer_stop_confidence: float | None = Field(
+        default=None, gt=0.5, lt=1.0,
+        description="Ablation (decoder variants `mfs-answer-stop` and `mfs-rollout-vote` set 0.95). Stop deliberating "
+        "once the posterior probability that the leading answer keeps the lead, over the answers of every rollout and "
+        "finished candidate seen (Beta criterion of Adaptive-Consistency), reaches this value, in (0.5, 1) (None, the "
+        "default: off, the paper's search; docs/benchmarks.md).",
     )
-    width_pruning: bool = Field(default=True, description="Apply width pruning (off: the paper's 'w/o pruning' ablation).")
+    convergence_min_paths: int = Field(
+        default=1, ge=1, le=1024,
+        description="Ablation (decoder variant `mfs-min-paths` sets 2). Distinct surviving paths a step must have "
+        "scored before the convergence test (eq. 12) may stop the search: with one, max V compares nothing (1: the "
+        "paper's test on every step).",
+    )
     early_stopping: bool = Field(
         default=True,
-        description="Apply the stopping rules: the convergence stop and, when set, the answer stop (off: the "
-        "'w/o stopping' ablation, every search runs max_steps).",
+        description="Ablation (decoder variant `mfs-no-stop` sets False). Apply the stopping rules: the convergence "
+        "stop and, when set, the answer stop (off: the 'w/o stopping' ablation, every search runs max_steps).",
+    )
+    width_pruning: bool = Field(
+        default=True,
+        description="Ablation (decoder variant `mfs-no-prune` sets False). Apply width pruning (off: the paper's "
+        "'w/o pruning' ablation).",
     )
     convergence_finish: Literal["parent_beams", "converged_rollouts"] = Field(
         default="parent_beams",
-        description="What a convergence stop returns (MFS_SPEC.md step 7-8): 'parent_beams' discards the converged "
-        "step's candidates and completes the parent beams with the rollouts they got one step earlier (the release's "
-        "active_beams = active_beams_before); 'converged_rollouts' keeps the beams selected at the converged step "
-        "(the earlier rule, for the ablation).",
+        description="Ablation (decoder variant `mfs-converged-rollouts` sets 'converged_rollouts'). What a "
+        "convergence stop returns (MFS_SPEC.md step 7-8): 'parent_beams' discards the converged step's candidates "
+        "and completes the parent beams with the rollouts they got one step earlier (the release's active_beams = "
+        "active_beams_before); 'converged_rollouts' keeps the beams selected at the converged step (the earlier "
+        "rule, for the ablation).",
+    )
+    baseline: Literal["parent_foresight", "parent_step"] = Field(
+        default="parent_foresight",
+        description="Ablation (no decoder variant sets it). Step value baseline: the parent's F (paper eq. 8) or the "
+        "parent's step log-prob (release).",
+    )
+    selection: Literal["sample", "top_k"] = Field(
+        default="sample",
+        description="Ablation (no decoder variant sets it). 'sample': draw M beams by softmax(V/T) (Algorithm 1); "
+        "'top_k': the release's top-M.",
+    )
+    max_finished_fraction: float = Field(
+        default=0.6, ge=0.0, le=1.0,
+        description="Ablation (no decoder variant sets it). Most finished candidates kept per step, as a fraction of "
+        "M (release: 0.6).",
+    )
+    rollout_temperature: float | None = Field(
+        default=None, gt=0.0, le=10.0,
+        description="Ablation (no decoder variant sets it). Sampling temperature of MFS's foresight rollouts and "
+        "completions, in (0, 10] (None: 'temperature'; the release samples them at the backend default 1.0 and its "
+        "steps at its configured temperature).",
+    )
+    aggregation: Literal["majority", "best_quality"] = Field(
+        default="majority",
+        description="Ablation (no decoder variant sets it). 'majority': vote over extracted answers; 'best_quality': "
+        "the path with the highest F.",
     )
 
     # --- engine ------------------------------------------------------------------------
@@ -409,6 +429,19 @@ BACKEND_FIELDS: tuple[str, ...] = (
     "max_model_len", "enable_prefix_caching", "vllm_kwargs",
 )
 """The :class:`MFSSettings` fields that choose, load and reach the model (the rest choose how to decode)."""
+
+ABLATION_FIELDS: tuple[str, ...] = (
+    "share_foresight", "reuse_rollouts", "vote_rollouts", "answer_stop_confidence", "convergence_min_paths",
+    "early_stopping", "width_pruning", "convergence_finish", "baseline", "selection", "max_finished_fraction",
+    "rollout_temperature", "aggregation",
+)
+"""The :class:`MFSSettings` fields that are ablations and variants: switches for measuring the
+search (``mfs bench``, docs/benchmarks.md "Settings that are ablations"), not for everyday use.
+Their defaults are what method ``mfs`` runs; each field's description starts ``"Ablation ("``
+and names the decoder variants of :data:`mfs_core.decoders.DECODERS` that set it (``mfs-paper``
+sets ``share_foresight=False``, ...), or says that none does. Still set flat, as
+``MFSSettings(early_stopping=False)`` or ``MFS_EARLY_STOPPING=false``; the adapters' fields of
+the same names carry the same descriptions."""
 
 
 class _BackendIdentity(BaseModel):

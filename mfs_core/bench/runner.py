@@ -46,7 +46,7 @@ RECORDS_FILE = "records.jsonl"
 CONFIG_FILE = "config.json"
 _VOTING_DECODERS = {
     "sc", "mfs", "mfs-no-stop", "mfs-no-prune", "mfs-converged-rollouts", "mfs-paper", "mfs-reuse-only", "mfs-share-reuse",
-    "mfs-shared", "mfs-no-rollout-vote", "mfs-no-answer-stop", "mfs-min-paths",
+    "mfs-shared", "mfs-rollout-vote", "mfs-answer-stop", "mfs-min-paths",
 }
 _CONFIG_KEYS = ("dataset", "kind", "model", "settings")
 

@@ -160,14 +160,14 @@ def test_batch_of_8_costs_one_backend_call_per_decoding_round(llm: MFSLLM, backe
         before = backend.num_calls
         llm.invoke(prompt)
         alone.append(backend.num_calls - before)
-    # sample, foresight, sample, foresight (converged); the vote takes every rollout
-    # (vote_rollouts), so no kept beam is completed anew; EOS at once
-    assert alone == [4] * 6 + [1, 1]
+    # sample, foresight, sample, foresight (converged), fresh completions of the beams that are
+    # copies of one path (share_foresight); EOS at once
+    assert alone == [5] * 6 + [1, 1]
 
     before = backend.num_calls
     texts = llm.batch(prompts)
     batch_calls = backend.calls[before:]
-    assert len(batch_calls) == max(alone) == 4
+    assert len(batch_calls) == max(alone) == 5
     first_round = {prompt for prompt in prompts for request in batch_calls[0] if prompt in request.prompt}
     assert first_round == set(prompts)  # every decode's first request went in the first call
     assert texts == [llm.invoke(prompt) for prompt in prompts]
@@ -304,7 +304,7 @@ async def test_16_concurrent_ainvokes_are_decoded_together_and_the_loop_keeps_ti
 async def test_abatch_is_one_agenerate_call(llm: MFSLLM, backend: ScriptedBackend) -> None:
     texts = await llm.abatch(["Tom has 3 apples.", "short"])
     assert texts == [PATH, FINAL]
-    assert len(backend.calls) == 4  # the rounds of one decode alone (test above): the two share them
+    assert len(backend.calls) == 5  # the rounds of one decode alone (test above): the two share them
 
 
 async def test_timeout_raises_and_the_engine_goes_on() -> None:

@@ -89,9 +89,10 @@ def test_convergence_needs_two_distinct_paths_with_convergence_min_paths():
     assert compared.text.startswith("a\nx\n")
 
 
-def test_the_defaults_are_the_rules_chosen_on_the_tuning_questions():
+def test_the_rules_are_off_by_default_and_on_in_their_variants():
     settings = MFSSettings()
-    assert (settings.vote_rollouts, settings.answer_stop_confidence, settings.convergence_min_paths) == (True, 0.95, 1)
+    assert (settings.vote_rollouts, settings.answer_stop_confidence, settings.convergence_min_paths) == (False, None, 1)
+    assert PAPER_RULES == {"vote_rollouts": False, "answer_stop_confidence": None, "convergence_min_paths": 1}
 
 
 def test_bad_rule_settings_name_the_value_and_range():

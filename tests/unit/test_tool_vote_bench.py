@@ -43,7 +43,7 @@ def split_script(request: GenerationRequest) -> list[Continuation]:
 
 def test_the_vote_over_actions_fixes_what_the_best_path_and_a_single_sample_get_wrong() -> None:
     # The paper's vote over the kept beams, whose copies of one path are completed anew: the
-    # right call's two copies outvote the wrong one. (With vote_rollouts, the default, the two
+    # right call's two copies outvote the wrong one. (With vote_rollouts on, the two
     # copies share one rollout and so one vote: 1 against 1, and the tie goes to the best F.)
     settings = MFSSettings(step_beam_size=3, num_rollouts=1, max_steps=1, min_steps=0, **PAPER_RULES)
     engine = MFSEngine(ScriptedBackend(split_script, chat_template=hermes_template), settings)
