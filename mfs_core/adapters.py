@@ -97,7 +97,10 @@ def settings_fields(
     The one place the adapters' settings fields come from: name, type, default and
     description are :class:`MFSSettings`' own, so a field added there appears in both
     adapters with nothing copied by hand. Constraints are left to :class:`MFSSettings`,
-    which validates every value the adapters resolve.
+    which validates every value the adapters resolve. The ablations
+    (:data:`mfs_core.settings.ABLATION_FIELDS`) come as one run, in that order, each
+    description starting ``"Ablation ("`` with the decoder variants that set it, so a
+    framework's field listing shows them grouped and marked.
 
     Args:
         optional: False (LangChain): the setting's type and default. True (LlamaIndex):
