@@ -2,11 +2,13 @@
 
 The decoder never calls a model: it yields lists of :class:`GenerationRequest` and is sent
 back, for each, the list of continuations (see :mod:`mfs_core.engine`). The math lives in
-:mod:`mfs_core.martingale`; this module is the search around it.
+:mod:`mfs_core.martingale`, the steps of the search in :mod:`mfs_core.decoders.mfs_steps`
+(one function each); this module is the loop that runs them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,11 +22,35 @@ from mfs_core.decoders.common import (
     decode_rng,
     finish_result,
     report_step,
-    request_seed,
     sample_steps,
 )
+from mfs_core.decoders.mfs_foresight import (
+    Estimate,
+    estimates_by_survivor,
+    foresight_groups,
+    foresight_requests,
+    reused_remainders,
+    rollout_remainder,
+)
+from mfs_core.decoders.mfs_steps import (
+    Beam,
+    Draft,
+    admit_finished,
+    answer_decided,
+    completion_requests,
+    is_converged,
+    join_completions,
+    next_beams,
+    own_rollouts,
+    prune_width,
+    sample_requests,
+    sampled_drafts,
+    select_survivors,
+    step_trace,
+    step_values,
+)
 from mfs_core.settings import MFSSettings
-from mfs_core.types import Candidate, Continuation, GenerationRequest, StepTrace
+from mfs_core.types import Continuation, GenerationRequest, StepTrace
 
 __all__ = ["SEARCH_SETTINGS", "STOP_REASONS", "decode_mfs", "foresight_groups", "rollout_remainder"]
 
@@ -48,21 +74,6 @@ SEARCH_SETTINGS = (
 )
 """Settings copied into ``DecodeResult.search_settings`` (what the trace depends on)."""
 
-
-@dataclass(frozen=True)
-class _Beam:
-    """A partial path ``a_{<t}``: its text, ``F_{t-1}``, the step log-prob that made it, its rollout
-    (the continuation sampled from ``prompt + text``: what completes it at the finish, and what
-    ``reuse_rollouts`` reads its candidates' futures from).
-
-    ``copies`` > 1 only for the root: the M empty paths of step 1, sampled as one request.
-    """
-
-    text: str
-    quality: float | None = None
-    step_logprob: float | None = None
-    rollout: Continuation | None = None
-    copies: int = 1
 
 
 class _SampleVote:
@@ -91,75 +102,22 @@ class _SampleVote:
         return martingale.lead_probability(list(self.counts.values()))
 
 
-def _is_finished(cont: Continuation, end_marker: str) -> bool:
-    """The candidate ends its path: the model's EOS token or the end marker stopped it."""
-    return cont.finish_reason == "eos" or cont.stop_reason == end_marker
+@dataclass(frozen=True)
+class _StepOutcome:
+    """What one deliberation step returns to the loop: its trace, the beams after it, the paths
+    it adds to the finished pool (path text, F), and the stop it decided (None: go on)."""
 
-
-def foresight_groups(paths: list[str], share: bool) -> list[list[int]]:
-    """Survivors that share one foresight estimate, as lists of indices into ``paths``.
-
-    With ``share`` (``share_foresight``), survivors whose path text ``a_{<=t}`` (beam text +
-    step text) is the same form one group: ``E[F | a_{<=t}]`` depends on the path only, so one
-    estimate from ``foresight_rollouts`` rollouts serves every copy. Without it, every
-    survivor is its own group (the paper's rollout per survivor). Groups are ordered by their
-    first member; members keep their order.
-
-    Args:
-        paths: the path text of each survivor, shape (K,).
-        share: group equal paths.
-
-    Returns:
-        A partition of ``range(K)``: e.g. ``foresight_groups(["a", "b", "a"], True) == [[0, 2], [1]]``.
-    """
-    if not share:
-        return [[i] for i in range(len(paths))]
-    groups: dict[str, list[int]] = {}
-    for i, path in enumerate(paths):
-        groups.setdefault(path, []).append(i)
-    return list(groups.values())
-
-
-def rollout_remainder(rollout: Continuation | None, step: Continuation, delimiter: str) -> Continuation | None:
-    """The rest of a beam's stored rollout after ``step``, when ``step`` is its first step.
-
-    The rollout was sampled from the beam's prefix; when it starts with exactly ``step``'s
-    tokens followed by the delimiter, what follows is a sample of the future of
-    ``prefix + step + delimiter`` (conditioned on that first step), i.e. a foresight rollout of
-    the candidate ``step`` (MFS_SPEC.md step 4), at no new tokens. Its log-prob sum is the
-    rollout's minus the step's: the same tokens from the same prefix have the same raw
-    log-probs (clamped at 0 against float noise).
-
-    Not reused (None): no rollout; a rollout cut by ``max_tokens`` (``finish_reason ==
-    "length"``: a fresh rollout would have had more tokens); a step not ended by the delimiter;
-    tokens or text that differ; nothing after the step.
-
-    Args:
-        rollout: the parent beam's stored rollout, or None.
-        step: the candidate's step continuation (its ``token_ids`` end with the token that
-            completed the delimiter; its text excludes the delimiter).
-        delimiter: the step delimiter (``settings.step_delimiter``).
-
-    Returns:
-        The remainder as a :class:`Continuation` (``prompt_tokens`` 0), or None.
-    """
-    if rollout is None or rollout.finish_reason == "length" or step.stop_reason != delimiter:
-        return None
-    k = len(step.token_ids)
-    head = step.text + delimiter
-    if len(rollout.token_ids) <= k or rollout.token_ids[:k] != step.token_ids or not rollout.text.startswith(head):
-        return None
-    return Continuation(
-        text=rollout.text[len(head):], token_ids=rollout.token_ids[k:],
-        logprob_sum=min(0.0, rollout.logprob_sum - step.logprob_sum),
-        finish_reason=rollout.finish_reason, stop_reason=rollout.stop_reason, prompt_tokens=0,
-    )
+    trace: StepTrace
+    beams: list[Beam]
+    pooled: list[tuple[str, float]]
+    stop_reason: str | None
 
 
 def decode_mfs(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor | None = None) -> Decoder:
     """Decode one prompt with MFS; a generator that yields requests and returns the result.
 
-    Steps (MFS_SPEC.md 1-9): sample N candidate steps per beam; finished candidates go to
+    Steps (MFS_SPEC.md 1-9, each a function of :mod:`mfs_core.decoders.mfs_steps`): sample N
+    candidate steps per beam; finished candidates go to
     the finished pool (at most ⌊f·M⌋ per step while candidates are open; the best M by step
     log-prob when all of a step's candidates finished); prune the open ones in width by
     ``score >= μ + λ1·σ`` (eq. 10-11; ties with the best survive); ``foresight_rollouts``
@@ -189,233 +147,123 @@ def decode_mfs(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
     Returns:
         The :class:`DecodeResult` (``flops`` left 0 for the engine to fill).
     """
-    s = settings
-    rng = decode_rng(s, prompt)
-    rollout_temperature = s.rollout_temperature if s.rollout_temperature is not None else s.temperature
+    rng = decode_rng(settings, prompt)
     tally = TokenTally()
-    step_stop = (s.step_delimiter, s.end_marker)
-    beams = [_Beam(text="", copies=s.step_beam_size)]
-    finished_pool: list[tuple[str, float]] = []  # (path text, F)
-    max_finished_per_step = int(np.floor(s.max_finished_fraction * s.step_beam_size + 1e-9))
+    beams = [Beam(text="", copies=settings.step_beam_size)]  # 1. M copies of the empty path
+    pool: list[tuple[str, float]] = []  # the finished pool: (path text, F)
     trace: list[StepTrace] = []
     stop_reason = "max_steps"
-    key = answer_key if answer_key is not None else extract_answer
-    samples = _SampleVote(key)  # every complete answer sampled: rollouts (once each) and finished candidates
-
-    for t in range(s.max_steps):
+    # Every complete answer sampled: rollouts (once each) and finished candidates.
+    samples = _SampleVote(answer_key if answer_key is not None else extract_answer)
+    for t in range(settings.max_steps):
         if trace:  # the previous step is done: tell a listening engine (mfs_core.events)
             report_step(trace[-1], [beam.text for beam in beams])
-        # 2. Sample N candidates per beam (the root's M copies are one request, n = M·N).
-        requests = [
-            GenerationRequest(
-                prompt=prompt + beam.text, n=beam.copies * s.num_rollouts, max_tokens=s.max_step_tokens,
-                stop=step_stop, temperature=s.temperature, top_p=s.top_p, seed=request_seed(rng),
-            )
-            for beam in beams
-        ]
-        outputs = yield from sample_steps(requests, s, rng, tally)  # blank lines continued (MAX_BLANK_LINES)
-        candidates = [
-            Candidate(beam_index=b, text=c.text, step_logprob=c.mean_logprob, step_tokens=c.num_tokens,
-                      finished=_is_finished(c, s.end_marker), parent_quality=beams[b].quality,
-                      parent_step_logprob=beams[b].step_logprob)
-            for b, conts in enumerate(outputs) for c in conts
-        ]
-        sampled = {id(cand): c for cand, c in zip(candidates, (c for conts in outputs for c in conts))}
-        step = StepTrace(step=t, candidates=candidates, stop_epsilon=s.stop_epsilon)
-        trace.append(step)
-        # A candidate still blank (whitespace only, open) is no step: recorded as pruned.
-        for cand in candidates:
-            if not cand.finished and not cand.text.strip():
-                cand.pruned = True
-
-        # 6. Finished candidates go to the pool, best step log-prob first: at most ⌊f·M⌋ per
-        # step while candidates are open; when every candidate finished, the best up to M.
-        finished = [c for c in candidates if c.finished]
-        finished = [finished[i] for i in martingale.order_by_value([c.step_logprob for c in finished])]
-        for cand in finished:
-            samples.add(beams[cand.beam_index].text + cand.text, cand.step_logprob)
-        open_cands = [c for c in candidates if not c.finished and not c.pruned]
-        slots = s.step_beam_size - len(finished_pool)
-        pooled = finished[: min(max_finished_per_step, slots) if open_cands else slots]
-        for cand in pooled:
-            cand.selected = True
-            cand.foresight_quality = cand.step_logprob
-            finished_pool.append((beams[cand.beam_index].text + cand.text, cand.step_logprob))
-        if not open_cands and not finished:
-            stop_reason = "blank_steps"  # the beams (and their rollouts, if any) are completed below
+        outcome = yield from _deliberate(prompt, t, beams, len(pool), settings, rng, tally, samples)
+        trace.append(outcome.trace)
+        pool.extend(outcome.pooled)
+        beams = outcome.beams
+        if outcome.stop_reason is not None:
+            stop_reason = outcome.stop_reason
             break
-        if not open_cands:
-            stop_reason = "all_finished"
-            beams = []
-            break
-        slots = s.step_beam_size - len(finished_pool)
-        if slots <= 0:
-            stop_reason = "finished_pool_full"
-            beams = []
-            break
-
-        # 3. Width pruning (optional stopping) over the unfinished candidates.
-        scores = [c.step_logprob for c in open_cands]
-        if s.width_pruning:
-            pruning = martingale.width_prune(scores, s.prune_lambda)
-            step.mean_score, step.std_score = pruning.mean, pruning.std
-            step.prune_threshold, step.c_prune = pruning.threshold, pruning.c_prune
-            keep = pruning.keep
-        else:
-            keep = np.ones(len(open_cands), dtype=bool)
-        for cand, kept in zip(open_cands, keep):
-            cand.pruned = not kept
-        survivors = [c for c in open_cands if not c.pruned]
-
-        # 4. Foresight: rollouts from each survivor to the end marker; one estimate per
-        # distinct path (share_foresight), the parent's rollout reused where it starts with
-        # the candidate (reuse_rollouts); new rollouts only for what is still missing.
-        groups = foresight_groups([beams[c.beam_index].text + c.text for c in survivors], s.share_foresight)
-        group_rollouts: list[list[Continuation]] = []
-        reused_sources: set[int] = set()  # a stored rollout serves one candidate (copies of a beam share it)
-        for group in groups:
-            rollouts = []
-            for i in group:
-                stored = beams[survivors[i].beam_index].rollout
-                if not s.reuse_rollouts or id(stored) in reused_sources or len(rollouts) >= s.foresight_rollouts:
-                    continue
-                remainder = rollout_remainder(stored, sampled[id(survivors[i])], s.step_delimiter)
-                if remainder is not None:
-                    rollouts.append(remainder)
-                    reused_sources.add(id(stored))
-            group_rollouts.append(rollouts)
-        reused_counts = [len(rollouts) for rollouts in group_rollouts]
-        needs = [(g, s.foresight_rollouts - len(rollouts)) for g, rollouts in enumerate(group_rollouts)
-                 if len(rollouts) < s.foresight_rollouts]
-        requests = []
-        for g, n in needs:
-            first = survivors[groups[g][0]]
-            requests.append(GenerationRequest(
-                prompt=prompt + beams[first.beam_index].text + first.text + s.step_delimiter,
-                n=n, max_tokens=s.max_answer_tokens, stop=(s.end_marker,),
-                temperature=rollout_temperature, top_p=s.top_p, seed=request_seed(rng),
-            ))
-        if requests:
-            outputs = yield requests
-            tally.add(requests, outputs)
-            for (g, _), conts in zip(needs, outputs):
-                group_rollouts[g].extend(conts)
-        for group, rollouts in zip(groups, group_rollouts):
-            first = survivors[group[0]]
-            path = beams[first.beam_index].text + first.text + s.step_delimiter
-            for r in rollouts:
-                samples.add(path + r.text, martingale.foresight_quality(r.logprob_sum, r.num_tokens))
-        rollout_of: dict[int, Continuation] = {}
-        for group, rollouts, reused in zip(groups, group_rollouts, reused_counts):
-            quality = float(np.mean([martingale.foresight_quality(r.logprob_sum, r.num_tokens) for r in rollouts]))
-            for k, i in enumerate(group):
-                cand = survivors[i]
-                cand.foresight_quality = quality
-                cand.rollout = rollouts[0].text
-                cand.foresight_shared = k > 0
-                cand.reused_rollouts = 0 if k > 0 else reused
-                cand.rollout_tokens = 0 if k > 0 else sum(r.num_tokens for r in rollouts[reused:])
-                rollout_of[id(cand)] = rollouts[0]
-
-        # 5. Step values (eq. 8); deficits (eq. 9).
-        qualities = [c.foresight_quality for c in survivors]
-        if t == 0:
-            baselines = [float(np.mean(qualities))] * len(survivors)
-        elif s.baseline == "parent_foresight":
-            baselines = [c.parent_quality for c in survivors]
-        else:
-            baselines = [c.parent_step_logprob for c in survivors]
-        values = martingale.step_values(qualities, baselines)
-        for cand, value, deficit in zip(survivors, values, martingale.deficits(qualities)):
-            cand.step_value, cand.deficit = float(value), float(deficit)
-        step.max_step_value = float(values.max())
-
-        # 7. Martingale convergence (eq. 12), checked once min_steps steps are behind us. No
-        # candidate improved on its parent: discard the step, keep the parent beams.
-        converged = (
-            s.early_stopping and t >= s.min_steps and len(groups) >= s.convergence_min_paths
-            and martingale.converged(step.max_step_value, s.stop_epsilon)
-        )
-        if converged and s.convergence_finish == "parent_beams":
-            step.converged = True
-            stop_reason = "converged"
-            for cand in pooled:
-                cand.selected = False
-            del finished_pool[len(finished_pool) - len(pooled):]
-            break
-
-        # 6. Select M beams (minus the finished pool) by softmax(V / T), or top-k.
-        chosen = martingale.select_beams(
-            values.tolist(), slots, s.selection_temperature, rng, top_k=s.selection == "top_k"
-        )
-        new_beams = []
-        position = {id(cand): k for k, cand in enumerate(candidates)}
-        for i in chosen:
-            cand = survivors[i]
-            cand.selected = True
-            step.beam_sources.append(position[id(cand)])
-            new_beams.append(
-                _Beam(text=beams[cand.beam_index].text + cand.text + s.step_delimiter, quality=cand.foresight_quality,
-                      step_logprob=cand.step_logprob, rollout=rollout_of[id(cand)])
-            )
-        beams = new_beams
-        if converged:  # convergence_finish="converged_rollouts": the selected candidates' rollouts
-            step.converged = True
-            stop_reason = "converged"
-            break
-        # Answer-level stop: the vote over the samples seen is decided (Adaptive-Consistency).
-        if (s.early_stopping and s.answer_stop_confidence is not None and t >= s.min_steps
-                and samples.lead_probability() >= s.answer_stop_confidence):
-            stop_reason = "answer_decided"
-            break
-
     if trace:
         report_step(trace[-1], [beam.text for beam in beams])
+    return (yield from _finish(prompt, beams, pool, samples, settings, rng, tally, answer_key, stop_reason, trace))
 
-    # 8. Finish without extra tokens: a beam's rollout already completes it. The root (a
-    # convergence stop at t = 0 with min_steps = 0) has none, and a beam whose rollout is shared
-    # with an earlier beam (copies under share_foresight) would repeat that beam's completion:
-    # those are sampled to the end, so the vote has one independent completion per beam.
+
+def _deliberate(
+    prompt: str, t: int, beams: list[Beam], pool_size: int, s: MFSSettings, rng: np.random.Generator,
+    tally: TokenTally, samples: _SampleVote,
+) -> Generator[list[GenerationRequest], list[list[Continuation]], _StepOutcome]:
+    """One deliberation step t (MFS_SPEC.md steps 2-7): sample, pool, prune, foresight, value,
+    stop test, select. Finished candidates and foresight rollouts are added to ``samples``."""
+    # 2. Sample N candidates per beam (blank lines continued: MAX_BLANK_LINES).
+    outputs = yield from sample_steps(sample_requests(prompt, beams, s, rng), s, rng, tally)
+    drafts = sampled_drafts(beams, outputs, s.end_marker)
+    # 6. (pool part) Finished candidates enter the pool; a blank, full or finished step stops.
+    admission = admit_finished(drafts, pool_size, s)
+    for draft in admission.finished:
+        samples.add(draft.path, draft.step_logprob)
+    pooled = [(draft.path, draft.step_logprob) for draft in admission.pooled]
+    if admission.stop_reason is not None:  # blank_steps keeps the beams; the others complete the pool
+        kept = beams if admission.stop_reason == "blank_steps" else []
+        return _StepOutcome(step_trace(t, drafts, s, pooled=admission.pooled), kept, pooled, admission.stop_reason)
+    # 3. Width pruning over the open candidates.
+    keep, pruning = prune_width([draft.step_logprob for draft in admission.open], s)
+    survivors = [draft for draft, k in zip(admission.open, keep) if k]
+    width_pruned = {draft.index for draft, k in zip(admission.open, keep) if not k}
+    # 4. Foresight: one estimate per group of survivors.
+    estimates = yield from _foresight(prompt, t, survivors, s, rng, tally)
+    for est in estimates:
+        path = survivors[est.members[0]].path + s.step_delimiter
+        for r in est.rollouts:
+            samples.add(path + r.text, martingale.foresight_quality(r.logprob_sum, r.num_tokens))
+    estimate_of = estimates_by_survivor(estimates, len(survivors))
+    # 5. Step values (eq. 8) and deficits (eq. 9); 7. the convergence test (eq. 12).
+    values, deficits = step_values(t, [est.quality for est in estimate_of], survivors, s.baseline)
+    converged = is_converged(t, float(values.max()), len(estimates), s)
+    scored = {"pooled": admission.pooled, "width_pruned": width_pruned, "pruning": pruning, "survivors": survivors,
+              "estimate_of": estimate_of, "values": values, "deficits": deficits, "converged": converged}
+    if converged and s.convergence_finish == "parent_beams":  # discard the step: keep the parent beams
+        return _StepOutcome(step_trace(t, drafts, s, pool_kept=False, **scored), beams, [], "converged")
+    # 6. Select the beams that fill the pool up to M, by softmax(V / T) or top-k.
+    slots = s.step_beam_size - pool_size - len(pooled)
+    chosen = select_survivors(values.tolist(), slots, s, rng)
+    stop = "converged" if converged else "answer_decided" if answer_decided(t, samples.counts, s) else None
+    return _StepOutcome(step_trace(t, drafts, s, chosen=chosen, **scored),
+                        next_beams(survivors, chosen, estimate_of, s.step_delimiter), pooled, stop)
+
+
+def _foresight(
+    prompt: str, t: int, survivors: list[Draft], s: MFSSettings, rng: np.random.Generator, tally: TokenTally,
+) -> Generator[list[GenerationRequest], list[list[Continuation]], list[Estimate]]:
+    """Step 4: ``foresight_rollouts`` rollouts per distinct path (``share_foresight``), the parent's
+    rollout remainder first (``reuse_rollouts``); new rollouts only for what is still missing."""
+    groups = foresight_groups([draft.path for draft in survivors], s.share_foresight)
+    reused = reused_remainders(groups, survivors, s)
+    missing = [max(0, s.foresight_rollouts - len(rollouts)) for rollouts in reused]
+    paths = [survivors[group[0]].path for group in groups]
+    requests = foresight_requests(prompt, paths, missing, s, rng)
+    fresh: list[list[Continuation]] = []
+    if requests:
+        fresh = yield requests
+        tally.add(requests, fresh)
+    fills = iter(fresh)
+    return [
+        Estimate(members=tuple(group), rollouts=tuple(rollouts) + (tuple(next(fills)) if n else ()),
+                 reused=len(rollouts), key=(t, g))
+        for g, (group, rollouts, n) in enumerate(zip(groups, reused, missing))
+    ]
+
+
+def _finish(
+    prompt: str, beams: list[Beam], pool: list[tuple[str, float]], samples: _SampleVote, s: MFSSettings,
+    rng: np.random.Generator, tally: TokenTally, answer_key: AnswerExtractor | None, stop_reason: str,
+    trace: list[StepTrace],
+) -> Decoder:
+    """Steps 8-9: complete the kept paths without extra tokens where a rollout already completes
+    them (``vote_rollouts``: every sample seen instead) and put their answers to the vote.
+
+    A beam with no rollout (the root, after a convergence stop at t = 0 with min_steps = 0) or
+    whose rollout an earlier beam already has (copies under share_foresight) is sampled to the
+    end, so the vote has one independent completion per beam. A path that states no answer is
+    asked for one (settings.answer_trigger; off by default).
+    """
+    completion_tokens = 0
     if s.vote_rollouts and samples.texts:
         completions, qualities = list(samples.texts), list(samples.qualities)
-        completions, triggered = yield from ask_for_answers(prompt, completions, s, tally, answer_key)
-        return finish_result(
-            completions, qualities, settings, tally, stop_reason=stop_reason, steps=trace, method="mfs",
-            search_settings={name: getattr(s, name) for name in SEARCH_SETTINGS},
-            answer_key=answer_key, triggered=triggered,
-        )
-    completions = [text for text, _ in finished_pool]
-    qualities = [quality for _, quality in finished_pool]
-    completion_tokens = 0
-    seen_rollouts: set[int] = set()
-    own_rollout: dict[int, bool] = {}
-    for beam in beams:
-        own_rollout[id(beam)] = beam.rollout is not None and id(beam.rollout) not in seen_rollouts
-        seen_rollouts.add(id(beam.rollout))
-    missing = [beam for beam in beams if not own_rollout[id(beam)]]
-    if missing:
-        requests = [
-            GenerationRequest(prompt=prompt + beam.text, n=beam.copies, max_tokens=s.max_answer_tokens,
-                              stop=(s.end_marker,), temperature=rollout_temperature, top_p=s.top_p,
-                              seed=request_seed(rng))
-            for beam in missing
-        ]
-        outputs = yield requests
-        tally.add(requests, outputs)
-        filled = {id(beam): conts for beam, conts in zip(missing, outputs)}
-        completion_tokens = sum(c.num_tokens for conts in outputs for c in conts)
-    for beam in beams:
-        if own_rollout[id(beam)]:
-            completions.append(beam.text + beam.rollout.text)
-            qualities.append(beam.quality)
-        else:
-            for cont in filled[id(beam)]:
-                completions.append(beam.text + cont.text)
-                qualities.append(cont.mean_logprob)
-    # A path that states no answer is asked for one (settings.answer_trigger; off by default).
+    else:
+        own = own_rollouts(beams)
+        missing = [beam for beam, has_own in zip(beams, own) if not has_own]
+        filled: list[list[Continuation]] = []
+        if missing:
+            requests = completion_requests(prompt, missing, s, rng)
+            filled = yield requests
+            tally.add(requests, filled)
+            completion_tokens = sum(c.num_tokens for conts in filled for c in conts)
+        completions, qualities = join_completions(pool, beams, own, filled)
     completions, triggered = yield from ask_for_answers(prompt, completions, s, tally, answer_key)
     return finish_result(
-        completions, qualities, settings, tally, stop_reason=stop_reason, steps=trace, method="mfs",
+        completions, qualities, s, tally, stop_reason=stop_reason, steps=trace, method="mfs",
         completion_tokens=completion_tokens, search_settings={name: getattr(s, name) for name in SEARCH_SETTINGS},
         answer_key=answer_key, triggered=triggered,
     )

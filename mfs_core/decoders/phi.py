@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,7 +66,7 @@ from mfs_core.decoders.common import (
 )
 from mfs_core.martingale import selection_weights
 from mfs_core.settings import MFSSettings
-from mfs_core.types import Candidate, DecodeResult, GenerationRequest, StepTrace
+from mfs_core.types import Candidate, Continuation, DecodeResult, GenerationRequest, StepTrace
 
 __all__ = [
     "PhiConfig",
@@ -208,11 +208,6 @@ def decode_phi(
     beams = [_PhiBeam("")] * s.step_beam_size
     trace: list[StepTrace] = []
     stop_reason = "max_steps"
-
-    def sample(prompts: list[str], n: int, max_tokens: int, stop: tuple[str, ...]) -> list[GenerationRequest]:
-        return [GenerationRequest(prompt=prompt + p, n=n, max_tokens=max_tokens, stop=stop, temperature=s.temperature,
-                                  top_p=s.top_p, seed=request_seed(rng)) for p in prompts]
-
     for t in range(s.max_steps):
         open_beams = [b for b, beam in enumerate(beams) if not beam.closed]
         if not open_beams:
@@ -220,7 +215,8 @@ def decode_phi(
             break
         if trace:  # the previous step is done: tell a listening engine (mfs_core.events)
             report_step(trace[-1], [beam.text for beam in beams if not beam.closed])
-        requests = sample([beams[b].text for b in open_beams], s.num_rollouts, s.max_step_tokens, (delim, end))
+        requests = _phi_requests(prompt, [beams[b].text for b in open_beams], s.num_rollouts, s.max_step_tokens,
+                                 (delim, end), s, rng)
         outputs = yield from sample_steps(requests, s, rng, tally)  # blank lines continued, then stripped
         sampled = [
             Candidate(beam_index=b, text=cont.text.strip(), step_logprob=cont.mean_logprob, step_tokens=cont.num_tokens,
@@ -237,32 +233,17 @@ def decode_phi(
         for i, cand in enumerate(sampled):
             cand.pruned = i not in kept
         survivors = [sampled[i] for i in kept] + carried
-
-        # Foresight: one rollout per surviving open candidate; a finished one ends here (empty rollout).
-        rolling = [x for x in survivors if not x.finished]
-        requests = sample([beams[x.beam_index].text + x.text + delim for x in rolling], 1, s.max_answer_tokens, (end,))
-        outputs = (yield requests) if requests else []
-        tally.add(requests, outputs)
-        rollouts = {id(x): conts[0] for x, conts in zip(rolling, outputs)}
-        for x in survivors:
-            roll = rollouts.get(id(x))
-            x.rollout = roll.text.strip() if roll is not None else ""
-            x.foresight_quality = roll.mean_logprob if roll is not None else x.step_logprob
-            x.step_value = x.foresight_quality - beams[x.beam_index].value
-        advantages = [x.step_value for x in survivors]
+        advantages = yield from _phi_foresight(prompt, beams, survivors, s, rng, tally)
         step.max_step_value = float(max(advantages))
 
         texts = [x.rollout for x in survivors]
         labels = cluster_labels(texts, c.num_clusters, request_seed(rng))
-        chosen = [survivors[i] for i in _draw(phi_selection_weights(labels, advantages, s.selection_temperature),
-                                              s.step_beam_size, rng)]
-        carried_ids = {id(x) for x in carried}
-        new_beams = [beams[x.beam_index] if id(x) in carried_ids else
-                     _PhiBeam(beams[x.beam_index].text + x.text + ("" if x.finished else delim), x.foresight_quality,
-                              x.finished, x.text) for x in chosen]
+        chosen = _draw(phi_selection_weights(labels, advantages, s.selection_temperature), s.step_beam_size, rng)
+        new_beams = [beams[survivors[i].beam_index] if i >= len(kept) else _extended(beams, survivors[i], delim)
+                     for i in chosen]  # a carried (closed) beam stays as it is
         if all(beam.closed for beam in new_beams):
-            for x in chosen:
-                x.selected = True
+            for i in chosen:
+                survivors[i].selected = True
             beams, stop_reason = new_beams, "all_finished"
             break
         largest = float(np.bincount(labels).max() / len(labels)) if labels is not None else 0.0
@@ -270,16 +251,60 @@ def decode_phi(
             step.converged = True
             stop_reason = "identical_rollouts" if len(set(texts)) == 1 else "cluster_converged"
             break  # the release discards this step's selection
-        for x in chosen:
-            x.selected = True
+        for i in chosen:
+            survivors[i].selected = True
         beams = new_beams
 
     if trace:
         report_step(trace[-1], [beam.text for beam in beams if not beam.closed])
+    return (yield from _phi_finish(prompt, beams, s, c, rng, tally, answer_key, stop_reason, trace))
 
-    # Complete the open beams; a closed beam is already complete.
+
+def _phi_requests(
+    prompt: str, paths: list[str], n: int, max_tokens: int, stop: tuple[str, ...], s: MFSSettings,
+    rng: np.random.Generator,
+) -> list[GenerationRequest]:
+    """One request of ``n`` samples from ``prompt + path`` per path, at ``settings.temperature``; one
+    seed drawn per request, in order."""
+    return [GenerationRequest(prompt=prompt + p, n=n, max_tokens=max_tokens, stop=stop, temperature=s.temperature,
+                              top_p=s.top_p, seed=request_seed(rng)) for p in paths]
+
+
+def _extended(beams: list[_PhiBeam], x: Candidate, delim: str) -> _PhiBeam:
+    """The beam a chosen candidate makes: its parent's text + its step (+ the delimiter if open)."""
+    return _PhiBeam(beams[x.beam_index].text + x.text + ("" if x.finished else delim), x.foresight_quality,
+                    x.finished, x.text)
+
+
+def _phi_foresight(
+    prompt: str, beams: list[_PhiBeam], survivors: list[Candidate], s: MFSSettings, rng: np.random.Generator,
+    tally: TokenTally,
+) -> Generator[list[GenerationRequest], list[list[Continuation]], list[float]]:
+    """Step 3: one rollout per surviving open candidate (a finished one ends here: an empty rollout
+    and ``F`` = its step log-prob); records rollout, ``F`` and advantage on each survivor and
+    returns the advantages, in survivor order."""
+    rolling = [i for i, x in enumerate(survivors) if not x.finished]
+    requests = _phi_requests(prompt, [beams[survivors[i].beam_index].text + survivors[i].text + s.step_delimiter
+                                      for i in rolling], 1, s.max_answer_tokens, (s.end_marker,), s, rng)
+    outputs = (yield requests) if requests else []
+    tally.add(requests, outputs)
+    rollouts = {i: conts[0] for i, conts in zip(rolling, outputs)}
+    for i, x in enumerate(survivors):
+        roll = rollouts.get(i)
+        x.rollout = roll.text.strip() if roll is not None else ""
+        x.foresight_quality = roll.mean_logprob if roll is not None else x.step_logprob
+        x.step_value = x.foresight_quality - beams[x.beam_index].value
+    return [x.step_value for x in survivors]
+
+
+def _phi_finish(
+    prompt: str, beams: list[_PhiBeam], s: MFSSettings, c: PhiConfig, rng: np.random.Generator, tally: TokenTally,
+    answer_key: AnswerExtractor | None, stop_reason: str, trace: list[StepTrace],
+) -> Decoder:
+    """Complete the open beams (a closed beam is already complete) and choose one completion."""
     open_beams = [b for b, beam in enumerate(beams) if not beam.closed]
-    requests = sample([beams[b].text for b in open_beams], 1, s.max_answer_tokens, (end,))
+    requests = _phi_requests(prompt, [beams[b].text for b in open_beams], 1, s.max_answer_tokens, (s.end_marker,),
+                             s, rng)
     outputs = (yield requests) if requests else []
     tally.add(requests, outputs)
     finals = {b: conts[0] for b, conts in zip(open_beams, outputs)}
