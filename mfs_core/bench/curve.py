@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mfs_core.answers import majority_vote
+from mfs_core.bench.plot import headless_pyplot
 from mfs_core.bench.report import MethodSummary, PairedComparison, paired_comparisons, summarize
 from mfs_core.bench.scoring import is_correct
 
@@ -169,14 +170,7 @@ def plot_curve(points: Sequence[CurvePoint], path: str | Path, title: str = "") 
     if not points:
         msg = "nothing to plot: the curve has no points"
         raise ValueError(msg)
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg", force=True)
-        import matplotlib.pyplot as plt
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        msg = 'plotting needs matplotlib: pip install "mfs-decoding[bench]"'
-        raise ImportError(msg) from exc
+    plt = headless_pyplot()
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(8.0, 4.6), dpi=120)

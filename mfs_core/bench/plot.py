@@ -4,13 +4,31 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 
 from mfs_core.bench.report import MethodSummary
 
-__all__ = ["plot_accuracy_vs_flops"]
+__all__ = ["headless_pyplot", "plot_accuracy_vs_flops"]
 
 
 _MARKERS = "osD^vP*Xhp<>"
+
+
+def headless_pyplot() -> ModuleType:
+    """``matplotlib.pyplot`` on the Agg backend (files only, no display).
+
+    Raises:
+        ImportError: matplotlib is missing; the message names ``pip install "mfs-decoding[bench]"``.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg", force=True)
+        import matplotlib.pyplot as plt
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        msg = 'plotting needs matplotlib: pip install "mfs-decoding[bench]"'
+        raise ImportError(msg) from exc
+    return plt
 
 
 def plot_accuracy_vs_flops(rows: Sequence[MethodSummary], path: str | Path, title: str = "") -> Path:
@@ -36,15 +54,9 @@ def plot_accuracy_vs_flops(rows: Sequence[MethodSummary], path: str | Path, titl
     if not rows:
         msg = "nothing to plot: no method has results"
         raise ValueError(msg)
-    try:
-        import matplotlib
+    plt = headless_pyplot()
+    from matplotlib.ticker import NullFormatter
 
-        matplotlib.use("Agg", force=True)
-        import matplotlib.pyplot as plt
-        from matplotlib.ticker import NullFormatter
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        msg = 'plotting needs matplotlib: pip install "mfs-decoding[bench]"'
-        raise ImportError(msg) from exc
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(8.0, 4.4), dpi=120)
