@@ -8,17 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from mfs_core import martingale
 from mfs_core.decoders.common import request_seed
+from mfs_core.decoders.mfs_records import Draft
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest
-
-if TYPE_CHECKING:
-    from mfs_core.decoders.mfs_steps import Draft
 
 __all__ = ["Estimate", "estimates_by_survivor", "foresight_groups", "foresight_requests", "reused_remainders", "rollout_remainder"]
 
