@@ -80,26 +80,26 @@ class _SampleVote:
     """Every complete answer the search sampled, in order: foresight rollouts joined with their
     paths (each rollout once, however many survivors share it) and finished candidates.
 
-    What ``vote_rollouts`` puts to the final vote and ``answer_stop_confidence`` reads.
+    What ``vote_rollouts`` puts to the final vote and ``answer_stop_confidence`` reads; with
+    neither rule on (``active`` False, the default) nothing is recorded and no answer is extracted.
     """
 
-    def __init__(self, key: AnswerExtractor) -> None:
+    def __init__(self, key: AnswerExtractor, active: bool) -> None:
         self.key = key
+        self.active = active
         self.texts: list[str] = []
         self.qualities: list[float] = []
         self.counts: dict[str, int] = {}
 
     def add(self, text: str, quality: float) -> None:
         """Record one complete sample and its F (nats per token)."""
+        if not self.active:
+            return
         self.texts.append(text)
         self.qualities.append(float(quality))
         answer = self.key(text)
         if answer is not None:
             self.counts[answer] = self.counts.get(answer, 0) + 1
-
-    def lead_probability(self) -> float:
-        """:func:`mfs_core.martingale.lead_probability` of the answers seen."""
-        return martingale.lead_probability(list(self.counts.values()))
 
 
 @dataclass(frozen=True)
@@ -154,7 +154,8 @@ def decode_mfs(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
     trace: list[StepTrace] = []
     stop_reason = "max_steps"
     # Every complete answer sampled: rollouts (once each) and finished candidates.
-    samples = _SampleVote(answer_key if answer_key is not None else extract_answer)
+    samples = _SampleVote(answer_key if answer_key is not None else extract_answer,
+                          active=settings.vote_rollouts or settings.answer_stop_confidence is not None)
     for t in range(settings.max_steps):
         if trace:  # the previous step is done: tell a listening engine (mfs_core.events)
             report_step(trace[-1], [beam.text for beam in beams])
