@@ -11,6 +11,38 @@ criterion is fixed here, before any run.
 Run from the repository root (the demo held-out set's tuning questions are 0-199)::
 
     python benchmarks/mfs_rules.py --limit 200 --out bench-results/issue35-tuning
+
+Second tuning: the multiplicity-weighted rollout vote (pre-registered 2026-11-26, before its
+first run; :func:`tuning_verdict` implements it)
+-------------------------------------------------------------------------------------------
+
+The first criterion above picked a rule that was 3 points less accurate than the default on the
+tuning questions and lost 22 questions net on the fresh held-out set (docs/benchmarks.md). For
+the weighted rollout vote (``vote_rollouts="weighted"``: each shared foresight rollout's answer
+counts with the number of the step's sampled candidates whose path it stands for) the rule is
+fixed here, before any run:
+
+* Candidates: the default ``mfs`` (the vote over the kept beams, issue 24's search),
+  ``mfs-weighted-vote`` (``vote_rollouts="weighted"``) and ``mfs-weighted-answer-stop``
+  (``vote_rollouts="weighted"``, ``answer_stop_confidence=0.95``; the stop's Beta posterior reads
+  the weighted counts scaled to Kish's effective sample size).
+* One run, the setup of the first tuning run's ``config.json``: demo held-out questions 0-199,
+  vLLM's CPU backend, M = N = 4, seed 0, the other settings at their defaults, SC at k <= 32 from
+  one run at k = 32 (SC at k is scored from the first k samples)::
+
+      mfs bench --dataset demo --backend vllm --limit 200 --step-beam-size 4 --num-rollouts 4 \\
+          --methods mfs,mfs-weighted-vote,mfs-weighted-answer-stop,sc --sc-k 32 --concurrency 16 \\
+          --out /tmp/work/runs/tuning2
+
+* SC's curve: its accuracy at k = 1, 2, 4, 8, 16, 32 against its output tokens per question,
+  linear in log tokens between those points (:func:`sc_interpolated`). A method's *margin* is its
+  accuracy minus SC's curve at its own output tokens per question.
+* A variant replaces the default only if (a) it answers at least as many tuning questions right
+  as the default AND (b) its margin is strictly larger than the default's. If both variants
+  pass, the one with the larger margin (equal margins: fewer tokens per question). Otherwise the
+  default stays. Intervals, paired counts and McNemar p are reported; they do not enter the rule.
+* The verdict is a recommendation to the lead engineer, who decides on the default; the next
+  measurement is on a held-out set no decoder has seen (``demo-fresh2``).
 """
 
 from __future__ import annotations
@@ -49,6 +81,40 @@ def sc_interpolated(tokens: float, sc_points: list[tuple[float, float]]) -> floa
             w = (math.log(tokens) - math.log(t0)) / (math.log(t1) - math.log(t0))
             return a0 + w * (a1 - a0)
     return points[-1][1]
+
+
+def tuning_verdict(default: tuple[int, float], variants: dict[str, tuple[int, float]], questions: int,
+                   sc_points: list[tuple[float, float]]) -> tuple[str, dict[str, float]]:
+    """The second tuning's pre-registered rule (module docstring): which method the default should be.
+
+    A variant passes iff it has at least the default's correct answers and a strictly larger
+    margin over SC's curve (accuracy minus :func:`sc_interpolated` at its tokens); of those that
+    pass, the largest margin wins, equal margins by fewer tokens; none passing keeps ``"mfs"``.
+
+    Example: default ``(145, 1856.0)``, variant ``"v": (146, 1300.0)`` on 200 questions with
+    SC ``[(908, 0.63), (1815, 0.73)]``: SC at 1,300 tokens is 0.6818, the variant's margin
+    0.73 - 0.6818 = +0.048 beats the default's 0.725 - 0.73 = -0.005, so ``"v"`` is returned.
+
+    Args:
+        default: ``(correct, output tokens per question)`` of the default ``mfs``.
+        variants: the same per variant name, on the same questions.
+        questions: tuning questions scored (>= 1).
+        sc_points: SC's ``(output tokens per question, accuracy 0-1)`` points of the same run.
+
+    Returns:
+        ``(name, margins)``: the name kept (``"mfs"`` or a variant) and every method's margin (0-1).
+
+    Raises:
+        ValueError: ``questions`` < 1, or no SC point.
+    """
+    if questions < 1 or not sc_points:
+        msg = f"need questions >= 1 and SC points, got {questions} questions and {len(sc_points)} SC points"
+        raise ValueError(msg)
+    margins = {name: correct / questions - sc_interpolated(tokens, sc_points)
+               for name, (correct, tokens) in {"mfs": default, **variants}.items()}
+    passing = [(margins[name], -tokens, name) for name, (correct, tokens) in variants.items()
+               if correct >= default[0] and margins[name] > margins["mfs"]]
+    return (max(passing)[2] if passing else "mfs"), margins
 
 
 def main(argv: list[str] | None = None) -> None:
