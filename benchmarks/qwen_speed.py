@@ -9,6 +9,14 @@
   chat template and Qwen's math system prompt ("Please reason step by step, and put your final
   answer within \\boxed{}."), ``--max-answer-tokens`` at most; accuracy and the share of
   answers the extraction reads (95% Wilson intervals).
+* ``greedy``: greedy CoT (``mfs bench``'s ``cot``, its prompts: the release's system prompt of
+  GSM8K and ARC-C; on the demo held-out problems Qwen's math system prompt above, since the demo
+  set has none) on the first ``--questions`` questions of each of ``--datasets``, through
+  :func:`mfs_core.bench.runner.run_bench` with one engine (records under ``--runs-dir``, resumable),
+  and the task whose greedy accuracy is nearest 50% (issue 38, item 5).
+* ``mfs``: one GSM8K question decoded by MFS at M = N = 2 and M = N = 4: wall seconds, output
+  tokens, and vLLM's prefix-cache hit rate over the decode (``--backend vllm`` only; vLLM's
+  ``prefix_cache_hits`` / ``prefix_cache_queries`` counters, in tokens).
 
 Usage (niced, on 2 cores)::
 
@@ -28,7 +36,7 @@ from typing import Any
 from mfs_core import MFSEngine, MFSSettings
 from mfs_core.bench.datasets import load_dataset
 from mfs_core.bench.report import wilson_interval
-from mfs_core.bench.runner import score_result
+from mfs_core.bench.runner import parse_methods, run_bench, score_result
 from mfs_core.models import PACKAGED_MODELS, assemble_parts, convert_gguf
 
 MODEL = "qwen2.5-coder-0.5b-instruct"
@@ -86,6 +94,61 @@ def measure_gsm8k(engine: MFSEngine, questions: int, data_dir: Path | None, batc
             "seconds": round(time.perf_counter() - start, 1), "rows": rows}
 
 
+def measure_greedy(engine: MFSEngine, datasets: list[str], questions: int, data_dir: Path | None,
+                   runs_dir: Path) -> dict[str, Any]:
+    """Greedy CoT accuracy (95% Wilson interval), parse rate and output tokens per question per set.
+
+    The demo set is decoded with :data:`SYSTEM` as its system prompt; the paper sets with the
+    release's own (``mfs_core.bench.prompts``), as ``mfs bench`` renders them.
+    """
+    table: dict[str, Any] = {}
+    for name in datasets:
+        data = load_dataset(name, data_dir=data_dir, limit=questions)
+        settings = engine.settings.model_copy(update={"system_prompt": SYSTEM if data.kind == "demo" else None})
+        start = time.perf_counter()
+        records = run_bench(engine, data, parse_methods("cot"), runs_dir / f"greedy-{name}", settings=settings,
+                            concurrency=32)
+        n = len(records)
+        correct = sum(bool(r["correct"]) for r in records)
+        parsed = sum(r.get("prediction") is not None for r in records)
+        table[name] = {"questions": n, "correct": correct, "accuracy_ci": wilson_interval(correct, n),
+                       "parsed": parsed, "parsed_ci": wilson_interval(parsed, n),
+                       "tokens_per_question": round(sum(r["output_tokens"] for r in records) / n, 1),
+                       "seconds": round(time.perf_counter() - start, 1)}
+        print(name, table[name], flush=True)
+    table["nearest_50"] = min(datasets, key=lambda d: abs(table[d]["correct"] / table[d]["questions"] - 0.5))
+    return table
+
+
+def _prefix_counters(engine: MFSEngine) -> dict[str, float]:
+    llm = getattr(engine.backend, "llm", None)
+    if llm is None:
+        return {}
+    return {m.name: float(m.value) for m in llm.get_metrics()
+            if m.name in ("vllm:prefix_cache_hits", "vllm:prefix_cache_queries")}
+
+
+def measure_mfs(engine: MFSEngine, question: str) -> list[dict[str, Any]]:
+    """Wall seconds, output tokens and prefix-cache hit rate of one MFS decode at M = N = 2 and 4."""
+    rows = []
+    for width in (2, 4):
+        settings = engine.settings.model_copy(update={"step_beam_size": width, "num_rollouts": width})
+        before = _prefix_counters(engine)
+        start = time.perf_counter()
+        result = engine.decode_prompts(_prompts(engine, [question]), settings=settings, method="mfs")[0]
+        seconds = time.perf_counter() - start
+        after = _prefix_counters(engine)
+        row: dict[str, Any] = {"M=N": width, "seconds": round(seconds, 1), "output_tokens": result.output_tokens,
+                               "steps": len(result.steps), "answer": result.answer}
+        queries = after.get("vllm:prefix_cache_queries", 0.0) - before.get("vllm:prefix_cache_queries", 0.0)
+        if queries:
+            hits = after["vllm:prefix_cache_hits"] - before["vllm:prefix_cache_hits"]
+            row["prefix_cache_hit_rate"] = round(hits / queries, 3)
+        rows.append(row)
+        print(row, flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", default="convert,speed,gsm8k")
@@ -96,6 +159,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=16, help="GSM8K questions decoded together")
     parser.add_argument("--max-answer-tokens", type=int, default=400)
     parser.add_argument("--data-dir", type=Path, default=None)
+    parser.add_argument("--datasets", default="gsm8k,arc-c,demo", help="sets of the greedy part")
+    parser.add_argument("--runs-dir", type=Path, default=Path("bench-results/qwen"), help="records of the greedy part")
     parser.add_argument("--out", type=Path, default=Path("bench-results/qwen-speed.json"))
     args = parser.parse_args()
     parts = set(args.parts.split(","))
@@ -109,8 +174,9 @@ def main() -> None:
         out["convert"] = measure_convert()
         print(out["convert"], flush=True)
         save()
+    extra = {"vllm_kwargs": {"disable_log_stats": False}} if args.backend == "vllm" and "mfs" in parts else {}
     settings = MFSSettings(model=MODEL, backend=args.backend, device="cpu", max_answer_tokens=args.max_answer_tokens,
-                           assistant_prefix="", seed=0)
+                           assistant_prefix="", seed=0, **extra)
     with MFSEngine.from_settings(settings) as engine:
         if "speed" in parts:
             questions = [e.question for e in load_dataset("gsm8k", data_dir=args.data_dir, limit=args.rows).examples]
@@ -120,6 +186,14 @@ def main() -> None:
         if "gsm8k" in parts:
             out["gsm8k"] = measure_gsm8k(engine, args.questions, args.data_dir, args.batch)
             print({k: v for k, v in out["gsm8k"].items() if k != "rows"}, flush=True)
+            save()
+        if "greedy" in parts:
+            out["greedy"] = measure_greedy(engine, args.datasets.split(","), args.questions, args.data_dir,
+                                           args.runs_dir)
+            save()
+        if "mfs" in parts:
+            question = load_dataset("gsm8k", data_dir=args.data_dir, limit=1).examples[0].question
+            out["mfs"] = measure_mfs(engine, question)
             save()
 
 
