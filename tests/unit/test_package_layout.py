@@ -163,4 +163,4 @@ def test_the_wheel_holds_the_library_and_the_model_but_no_script(tmp_path: Path)
         "mfs_core/demo/__init__.py"]
     for script in TESTBED_SCRIPTS:
         assert not [name for name in files if name.endswith(f"/{script}.py")], script
-    assert not [name for name in files if name.startswith(("testbed/", "tests/", "tools/", "benchmarks/"))]
+    assert not [name for name in files if name.startswith(("testbed/", "tests/", "scripts/", "benchmarks/"))]

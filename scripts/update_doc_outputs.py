@@ -2,12 +2,12 @@
 
 Usage (from the repository root)::
 
-    python -m tools.update_doc_outputs                 # every file
-    python -m tools.update_doc_outputs docs/langchain.md
-    python -m tools.update_doc_outputs --check         # change nothing; exit 1 if an output is stale
+    python -m scripts.update_doc_outputs                 # every file
+    python -m scripts.update_doc_outputs docs/langchain.md
+    python -m scripts.update_doc_outputs --check         # change nothing; exit 1 if an output is stale
 
 Then review ``git diff``: the new outputs must still be right answers. See
-:mod:`tools.doc_outputs` for the convention; the tests compare the same outputs.
+:mod:`scripts.doc_outputs` for the convention; the tests compare the same outputs.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ import sys
 import time
 from pathlib import Path
 
-from tools.doc_outputs import DOCS, ROOT, updated_text
+from scripts.doc_outputs import DOCS, ROOT, updated_text
 
 
 def main(argv: list[str] | None = None) -> int:
     """Update (or with ``--check`` only compare) the output blocks; the exit status is 1 when stale."""
-    parser = argparse.ArgumentParser(prog="python -m tools.update_doc_outputs", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m scripts.update_doc_outputs", description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="*", type=Path, help="Markdown files (default: README.md and docs/*.md)")
     parser.add_argument("--check", action="store_true", help="only report stale outputs; write nothing")
     args = parser.parse_args(argv)

@@ -23,7 +23,7 @@ Every block runs on the bundled demo model on the CPU (``MFS_DEVICE=cpu``, offli
 outputs depend only on the code, the seeds it sets and the checkpoint. After a change that
 moves them (a new checkpoint, a decoder change), regenerate and review the diff::
 
-    python -m tools.update_doc_outputs          # rewrites the output blocks
+    python -m scripts.update_doc_outputs          # rewrites the output blocks
     git diff README.md docs/
 
 ``tests/integration/test_doc_outputs.py`` runs every block and compares.

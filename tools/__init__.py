@@ -1,1 +1,0 @@
-"""Developer tools of the repository (not installed with the package)."""
