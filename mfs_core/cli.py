@@ -116,7 +116,13 @@ SeedOption = Annotated[Optional[int], typer.Option(help="Seed of the decode.", s
 BackendOption = Annotated[
     Optional[str], typer.Option(help="transformers | vllm | openai.", show_default=_default("backend"))
 ]
-# The model and search options above are shared by ``mfs ask`` and ``mfs serve``.
+SchedulingOption = Annotated[
+    Optional[str],
+    typer.Option(help="lockstep (one generate per round for every live decode) | continuous (--backend vllm: each "
+                 "decode's requests go to vLLM's AsyncLLM on their own; continuous batching). See docs/serve.md.",
+                 show_default=_default("scheduling")),
+]
+# The model and search options above are shared by ``mfs ask`` and ``mfs serve`` (SchedulingOption: serve only).
 _SETTING_FLAGS = ("model", "step_beam_size", "num_rollouts", "prune_lambda", "stop_epsilon", "temperature", "max_steps",
                   "seed", "backend", "base_url", "tokenizer", "api_key", "device", "dtype")
 
@@ -313,6 +319,7 @@ def serve(
     api_key: ApiKeyOption = None,
     device: DeviceOption = None,
     dtype: DtypeOption = None,
+    scheduling: SchedulingOption = None,
     host: serve_cli.HostOption = None,
     port: serve_cli.PortOption = None,
     server_api_key: serve_cli.ServerApiKeyOption = None,
@@ -322,7 +329,7 @@ def serve(
     served_model_name: serve_cli.ServedModelNameOption = None,
     shutdown_timeout: serve_cli.ShutdownTimeoutOption = None,
 ) -> None:
-    flags = setting_flags(locals())
+    flags = {**setting_flags(locals()), "scheduling": scheduling}
     server_flags = {
         "host": host, "port": port, "api_key": server_api_key, "queue_size": queue_size,
         "max_body_bytes": max_body_bytes, "max_messages": max_messages, "model_name": served_model_name,

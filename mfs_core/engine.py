@@ -1,10 +1,19 @@
-"""``MFSEngine``: one backend, many decoders decoded in lockstep.
+"""``MFSEngine``: one backend, many decoders decoded together.
 
-Each round the scheduler gathers the pending requests of every live decoder (many
-questions, many callers, sync or async), makes **one** ``backend.generate`` call, and hands
-each decoder its share (DESIGN.md, "Decoders are coroutines; the engine batches them").
-One worker thread owns the backend. Engines built from settings with the same backend
-fields share one scheduler, and so one loaded model.
+``MFSSettings.scheduling`` picks how (both designs of issue 37, item 3):
+
+* ``"lockstep"`` (default, any backend): each round the scheduler gathers the pending
+  requests of every live decoder (many questions, many callers, sync or async), makes
+  **one** ``backend.generate`` call, and hands each decoder its share (DESIGN.md, "Decoders
+  are coroutines; the engine batches them"). One worker thread owns the backend. A round
+  waits for its longest request; a new decode waits for the round in flight.
+* ``"continuous"`` (``backend="vllm"``): each decoder runs as a task of its own on the
+  backend's event loop and awaits its own requests from vLLM's ``AsyncLLM``
+  (:class:`_ContinuousScheduler`, :mod:`mfs_core.backends.vllm_async`); vLLM's scheduler
+  batches the requests of all decodes as they come (continuous batching).
+
+Engines built from settings with the same backend fields (``scheduling`` among them) share
+one scheduler, and so one loaded model.
 
 A decoder that fails (bad input, a prompt over the context window) fails alone: its caller
 gets the exception, every other decode in the round goes on.
@@ -18,7 +27,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeoutError
 from dataclasses import dataclass, field, replace
@@ -112,9 +121,13 @@ class DecodeFuture(Future):
     def __init__(self) -> None:
         super().__init__()
         self.abandoned = False
+        self.on_abandon: Callable[[], None] | None = None
+        """Called (on the abandoning thread) once the decode is abandoned; the continuous scheduler cancels
+        the decode's call in flight with it."""
 
     def abandon(self, reason: str = "the caller abandoned the decode") -> None:
-        """Drop this decode at the next round boundary; its result becomes ``CancelledError``.
+        """Drop this decode at the next round boundary (``scheduling="continuous"``: at once, its call in
+        flight cancelled); its result becomes ``CancelledError``.
 
         A no-op when the decode is already done. Thread-safe (a flag read by the worker).
         """
@@ -122,6 +135,8 @@ class DecodeFuture(Future):
             self.abandon_reason = reason
             self.abandoned = True
             self.cancel()  # succeeds while the worker has not taken the decode up yet
+            if self.on_abandon is not None:
+                self.on_abandon()
 
 
 @dataclass
@@ -132,6 +147,7 @@ class _Job:
     started: float = field(default_factory=time.perf_counter)
     pending: list[GenerationRequest] | None = None
     listener: _Listener | None = None
+    call: asyncio.Future | None = None  # scheduling="continuous": the decode's agenerate call in flight
 
 
 def check_outputs(requests: Sequence[GenerationRequest], outputs: object) -> list[list[Continuation]]:
@@ -368,6 +384,174 @@ class _Scheduler:
             self._live = still_live
 
 
+class _ContinuousScheduler(_Scheduler):
+    """Runs each decode as a task of its own on the backend's event loop (``scheduling="continuous"``).
+
+    A decode's task advances its decoder, awaits ``backend.agenerate`` with that decode's
+    requests only (:class:`~mfs_core.backends.base.AsyncBackend`), and advances it again when
+    they come back, so no decode waits for another's round: vLLM's ``AsyncLLM`` batches the
+    requests of all decodes as they arrive (continuous batching). Decoders advance on the
+    loop's thread, one at a time (a decoder's step is pure Python between two awaits).
+
+    Failure handling: a call that raises, returns malformed output (:func:`check_outputs`) or
+    outlives the decode's ``generate_timeout`` fails that decode only (its calls are its
+    own, so there is nothing to retry apart); an abandoned decode's call in flight is
+    cancelled at once (vLLM aborts its requests) and the decode fails with
+    ``CancelledError``; :meth:`close` fails the decodes still running with ``RuntimeError``.
+
+    :attr:`stats`: ``generate_calls`` counts ``agenerate`` calls (one per decode round), and
+    ``generate_seconds`` sums their wall times, which overlap: it may exceed the elapsed time.
+    """
+
+    def __init__(self, backend: Backend) -> None:
+        super().__init__(backend)
+        if not callable(getattr(backend, "agenerate", None)) or getattr(backend, "loop", None) is None:
+            msg = (f"scheduling='continuous' needs a backend with agenerate() and an event loop "
+                   f"(AsyncVLLMBackend: backend='vllm'), got {type(backend).__name__}")
+            raise TypeError(msg)
+        self._loop = backend.loop
+        self._jobs: dict[int, _Job] = {}  # running decodes by id(job); changed on the loop's thread only
+        self._tasks: dict[int, asyncio.Task] = {}
+        self._closing = False
+
+    @property
+    def queued(self) -> int:
+        """Decodes submitted and not yet finished."""
+        with self._cond:
+            return len(self._jobs) + len(self._incoming)
+
+    def submit(
+        self,
+        decoders: Sequence[Decoder],
+        listeners: Sequence[_Listener | None] | None = None,
+        timeout: float | None = None,
+    ) -> list[DecodeFuture]:
+        listeners = listeners if listeners is not None else [None] * len(decoders)
+        jobs = [
+            _Job(decoder=d, future=DecodeFuture(), listener=listener, timeout=timeout)
+            for d, listener in zip(decoders, listeners)
+        ]
+        with self._cond:
+            if self._closing:
+                for job in jobs:
+                    self._fail(job, RuntimeError("the engine was closed before this decode started"))
+                return [job.future for job in jobs]
+            self._incoming.extend(jobs)  # counted in queued until the loop takes them up
+        for job in jobs:
+            job.future.on_abandon = lambda job=job: self._call_soon(self._cancel_call, job)
+        self._call_soon(self._start, jobs)
+        return [job.future for job in jobs]
+
+    def _call_soon(self, callback: Any, *args: Any) -> None:
+        """``callback(*args)`` on the loop's thread; ignored once the loop is closed."""
+        try:
+            self._loop.call_soon_threadsafe(callback, *args)
+        except RuntimeError:  # the loop is closed: close() has failed every decode already
+            logger.debug("the engine's event loop is closed; %s dropped", getattr(callback, "__name__", callback))
+
+    def _start(self, jobs: list[_Job]) -> None:
+        """Take ``jobs`` up (loop's thread): one task each."""
+        with self._cond:
+            waiting = {id(job) for job in self._incoming}
+            jobs = [job for job in jobs if id(job) in waiting]  # the others were failed by close()
+            self._incoming = [job for job in self._incoming if id(job) not in {id(j) for j in jobs}]
+            self._jobs.update((id(job), job) for job in jobs)
+        for job in jobs:
+            self._tasks[id(job)] = self._loop.create_task(self._drive(job), name="mfs-decode")
+
+    def _cancel_call(self, job: _Job) -> None:
+        """Cancel the ``agenerate`` call of an abandoned ``job`` (loop's thread)."""
+        call = getattr(job, "call", None)
+        if call is not None and not call.done():
+            call.cancel()
+
+    async def _drive(self, job: _Job) -> None:
+        """Run one decode to its end: advance, await its requests, advance, ..."""
+        try:
+            if not job.future.set_running_or_notify_cancel():  # its caller cancelled it before it started
+                job.decoder.close()
+                return
+            live = self._advance(job, None)
+            while live:
+                if job.future.abandoned:
+                    self._fail(job, CancelledError(getattr(job.future, "abandon_reason", "abandoned")))
+                    return
+                job.call = asyncio.ensure_future(self._agenerate(job.pending, job.timeout))
+                try:
+                    outputs = await job.call
+                except asyncio.CancelledError:
+                    if not job.future.abandoned:
+                        raise  # the engine is closing (close() cancels this task)
+                    self._fail(job, CancelledError(getattr(job.future, "abandon_reason", "abandoned")))
+                    return
+                except Exception as exc:
+                    self._fail(job, exc)
+                    return
+                finally:
+                    job.call = None
+                live = self._advance(job, outputs)
+        except asyncio.CancelledError:
+            self._fail(job, RuntimeError("the engine was closed during this decode"))
+            raise
+        except Exception as exc:  # noqa: BLE001 - the scheduler's own bug must not strand the caller
+            logger.error("a continuous decode task failed: %r", exc, exc_info=True)
+            self._fail(job, RuntimeError(f"the engine failed during this decode: {exc!r}"))
+        finally:
+            with self._cond:
+                self._jobs.pop(id(job), None)
+            self._tasks.pop(id(job), None)
+
+    async def _agenerate(self, requests: list[GenerationRequest], timeout: float | None) -> list[list[Continuation]]:
+        """``backend.agenerate(requests)``, checked, given up after ``timeout`` seconds (None: no limit)."""
+        start = time.perf_counter()
+        try:
+            try:
+                outputs = await asyncio.wait_for(self.backend.agenerate(requests), timeout)
+            except asyncio.TimeoutError:
+                msg = f"backend.agenerate did not return within generate_timeout={timeout} s ({len(requests)} requests)"
+                raise GenerateTimeoutError(msg) from None
+            return check_outputs(requests, outputs)
+        finally:
+            self.stats.generate_calls += 1
+            self.stats.generate_seconds += time.perf_counter() - start
+            self.stats.requests += len(requests)
+
+    def close(self) -> None:
+        """Fail the decodes still running (``RuntimeError``), then close the backend (its loop with it)."""
+        with self._cond:
+            self._closing = True
+
+        async def cancel_all() -> None:
+            tasks = list(self._tasks.values())
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            with self._cond:
+                stranded = list(self._jobs.values()) + self._incoming
+                self._incoming = []
+            for job in stranded:  # tasks cancelled before their first step never ran their handler
+                self._fail(job, RuntimeError("the engine was closed during this decode"))
+
+        try:
+            if not self._loop.is_closed():
+                asyncio.run_coroutine_threadsafe(cancel_all(), self._loop).result(timeout=60.0)
+        except Exception:  # noqa: BLE001 - closing goes on: the backend must still stop its processes
+            logger.warning("cancelling the running decodes failed", exc_info=True)
+        close = getattr(self.backend, "close", None)
+        if close is not None:
+            close()
+
+
+def _make_scheduler(backend: Backend, scheduling: str) -> _Scheduler:
+    """The scheduler of ``backend`` for ``MFSSettings.scheduling`` (``"lockstep"`` or ``"continuous"``).
+
+    Raises:
+        TypeError: ``"continuous"`` with a backend that is not an
+            :class:`~mfs_core.backends.base.AsyncBackend`.
+    """
+    return _ContinuousScheduler(backend) if scheduling == "continuous" else _Scheduler(backend)
+
+
 _SCHEDULERS: dict[tuple, _Scheduler] = {}
 _SCHEDULERS_LOCK = threading.RLock()  # re-entered by MFSEngine.__init__ inside from_settings
 
@@ -387,7 +571,7 @@ class MFSEngine:
     def __init__(self, backend: Backend, settings: MFSSettings | None = None, *, _scheduler: _Scheduler | None = None) -> None:
         """Wrap ``backend`` with default decoder ``settings`` (``MFSSettings()`` if None)."""
         self.settings = settings if settings is not None else MFSSettings()
-        self._scheduler = _scheduler if _scheduler is not None else _Scheduler(backend)
+        self._scheduler = _scheduler if _scheduler is not None else _make_scheduler(backend, self.settings.scheduling)
         self._closed = False
         with _SCHEDULERS_LOCK:
             self._scheduler.engines += 1
@@ -407,7 +591,7 @@ class MFSEngine:
         with _SCHEDULERS_LOCK:
             scheduler = _SCHEDULERS.get(key)
             if scheduler is None:
-                scheduler = _Scheduler(create_backend(base))
+                scheduler = _make_scheduler(create_backend(base), base.scheduling)
                 _SCHEDULERS[key] = scheduler
             return cls(scheduler.backend, base, _scheduler=scheduler)  # counted in before a close can end it
 

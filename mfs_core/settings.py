@@ -196,6 +196,14 @@ class MFSSettings(BaseSettings):
         description="backend='vllm': further keyword arguments of vllm.LLM / EngineArgs (e.g. "
         "{'enforce_eager': True, 'quantization': 'fp8'}). Keys that have a setting of their own are refused.",
     )
+    scheduling: Literal["lockstep", "continuous"] = Field(
+        default="lockstep",
+        description="How the engine feeds the requests of concurrent decodes to the model. 'lockstep' (any "
+        "backend): one backend.generate call per round holding every live decode's requests, so a round waits for "
+        "its longest request and a new decode for the round. 'continuous' (backend='vllm' only): each decode's "
+        "requests go to vLLM's AsyncLLM on their own as soon as the decode asks, and vLLM's scheduler batches "
+        "across decodes (continuous batching). Same seeded samples either way (per-request seeds); docs/serve.md.",
+    )
 
     @field_validator("base_urls", mode="before")
     @classmethod
@@ -407,6 +415,10 @@ class MFSSettings(BaseSettings):
         if self.end_marker == self.step_delimiter:
             msg = f"end_marker and step_delimiter must differ, both are {self.end_marker!r}"
             raise ValueError(msg)
+        if self.scheduling == "continuous" and self.backend != "vllm":
+            msg = (f"scheduling='continuous' needs backend='vllm' (it sends each decode's requests to vLLM's AsyncLLM), "
+                   f"got backend={self.backend!r}; use scheduling='lockstep'")
+            raise ValueError(msg)
         return self
 
     @property
@@ -426,7 +438,7 @@ class MFSSettings(BaseSettings):
 BACKEND_FIELDS: tuple[str, ...] = (
     "backend", "model", "device", "dtype", "batch_size", "base_urls", "api_key", "request_timeout", "max_retries",
     "server_n", "tokenizer", "num_parameters", "tensor_parallel_size", "gpu_memory_utilization", "kv_cache_gib",
-    "max_model_len", "enable_prefix_caching", "vllm_kwargs",
+    "max_model_len", "enable_prefix_caching", "vllm_kwargs", "scheduling",
 )
 """The :class:`MFSSettings` fields that choose, load and reach the model (the rest choose how to decode)."""
 

@@ -20,6 +20,10 @@ __all__ = ["Backend", "ContextWindowError", "create_backend"]
 def create_backend(settings: MFSSettings) -> Backend:
     """Build the backend ``settings.backend`` names, loading its model.
 
+    ``backend="vllm"`` gives ``vllm.LLM`` (:class:`~mfs_core.backends.vllm.VLLMBackend`) under
+    ``scheduling="lockstep"``, vLLM's ``AsyncLLM``
+    (:class:`~mfs_core.backends.vllm_async.AsyncVLLMBackend`) under ``scheduling="continuous"``.
+
     Raises:
         ImportError: the backend's optional dependencies are missing (the message says
             which ``pip install "mfs-decoding[...]"`` adds them).
@@ -29,6 +33,10 @@ def create_backend(settings: MFSSettings) -> Backend:
         from mfs_core.backends.transformers import TransformersBackend
 
         return TransformersBackend.from_settings(settings)
+    if settings.backend == "vllm" and settings.scheduling == "continuous":
+        from mfs_core.backends.vllm_async import AsyncVLLMBackend
+
+        return AsyncVLLMBackend.from_settings(settings)
     if settings.backend == "vllm":
         from mfs_core.backends.vllm import VLLMBackend
 

@@ -13,7 +13,7 @@ from mfs_core.errors import BackendOutputError, ContextWindowError, GenerateTime
 from mfs_core.types import Continuation, GenerationRequest
 
 __all__ = [
-    "Backend", "BackendOutputError", "ContextWindowError", "GenerateTimeoutError", "warn_unconstrained_grammar",
+    "AsyncBackend", "Backend", "BackendOutputError", "ContextWindowError", "GenerateTimeoutError", "warn_unconstrained_grammar",
     "warn_unhonoured_choices",
 ]
 
@@ -102,4 +102,29 @@ class Backend(Protocol):
     @property
     def num_parameters(self) -> int:
         """Parameter count, for the FLOPs estimate 6·n·P."""
+        ...
+
+
+@runtime_checkable
+class AsyncBackend(Backend, Protocol):
+    """A backend whose requests may be sent a decode at a time, each call awaited on its own.
+
+    What ``MFSSettings.scheduling="continuous"`` needs: the engine runs each decode as a task
+    on :attr:`loop` and awaits :meth:`agenerate` with that decode's requests only, so the
+    model's own scheduler (vLLM's ``AsyncLLM``: continuous batching) batches the requests of
+    concurrent decodes as they arrive. Implementation:
+    :class:`mfs_core.backends.vllm_async.AsyncVLLMBackend`. Its ``generate`` is the same
+    call made from another thread (it must not be called on :attr:`loop`'s thread).
+    """
+
+    @property
+    def loop(self) -> Any:
+        """The running ``asyncio`` event loop :meth:`agenerate` must be awaited on (its own thread)."""
+        ...
+
+    async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[list[Continuation]]:
+        """Sample ``requests``, as :meth:`Backend.generate` (same shapes and errors), on :attr:`loop`.
+
+        Cancelling the awaiting task cancels the requests (the model stops sampling them).
+        """
         ...

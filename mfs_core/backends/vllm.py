@@ -396,6 +396,32 @@ class VLLMBackend:
             self._structured_outputs_cls = StructuredOutputsParams
         return self._structured_outputs_cls
 
+    def _prepare(self, requests: Sequence[GenerationRequest]) -> tuple[list[dict[str, Any]], list[Any]]:
+        """The token prompts (``{"prompt_token_ids": [...]}``) and ``SamplingParams`` of ``requests``, in order.
+
+        Raises:
+            RuntimeError: the backend was closed.
+            ContextWindowError: a prompt has as many tokens as ``max_model_len`` or more.
+        """
+        if self._closed:
+            msg = f"the vLLM backend of {self.model_name!r} is closed"
+            raise RuntimeError(msg)
+        warn_unhonoured_choices(self, requests, logger)
+        warn_unconstrained_grammar(self, requests, logger)
+        window = self.context_window if requests else 0
+        prompts, params = [], []
+        for i, request in enumerate(requests):
+            ids = _hf.encode_prompt(self._tokenizer, request.prompt)
+            if len(ids) >= window:
+                msg = (
+                    f"prompt {i} has {len(ids)} tokens, which does not fit the context window of "
+                    f"{window} tokens of model {self.model_name!r}: {request.prompt[:60]!r}..."
+                )
+                raise ContextWindowError(msg)
+            prompts.append({"prompt_token_ids": ids})
+            params.append(self.sampling_params(request, min(request.max_tokens, window - len(ids))))
+        return prompts, params
+
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Continuation]]:
         """Sample all ``requests`` in one ``LLM.generate`` call.
 
@@ -410,25 +436,9 @@ class VLLMBackend:
             RuntimeError: the backend was closed.
             ImportError: a grammar request on a vLLM without ``StructuredOutputsParams`` (< 0.11).
         """
-        if self._closed:
-            msg = f"the vLLM backend of {self.model_name!r} is closed"
-            raise RuntimeError(msg)
-        warn_unhonoured_choices(self, requests, logger)
-        warn_unconstrained_grammar(self, requests, logger)
+        prompts, params = self._prepare(requests)
         if not requests:
             return []
-        window = self.context_window
-        prompts, params = [], []
-        for i, request in enumerate(requests):
-            ids = _hf.encode_prompt(self._tokenizer, request.prompt)
-            if len(ids) >= window:
-                msg = (
-                    f"prompt {i} has {len(ids)} tokens, which does not fit the context window of "
-                    f"{window} tokens of model {self.model_name!r}: {request.prompt[:60]!r}..."
-                )
-                raise ContextWindowError(msg)
-            prompts.append({"prompt_token_ids": ids})
-            params.append(self.sampling_params(request, min(request.max_tokens, window - len(ids))))
         # Prompts that share a prefix go to vLLM next to each other (see _hf.prefix_order);
         # LLM.generate returns its outputs in the order of its prompts.
         order = _hf.prefix_order([prompt["prompt_token_ids"] for prompt in prompts])

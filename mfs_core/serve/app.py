@@ -1,13 +1,15 @@
 """The ASGI app of ``mfs serve``: MFS behind OpenAI's chat and completions endpoints.
 
-One :class:`~mfs_core.engine.MFSEngine` serves every request: the engine batches the rounds
-of all live decodes into one ``backend.generate`` call (lockstep, DESIGN.md), so concurrent
-requests share the model. Each request is checked (:mod:`mfs_core.serve.schemas`), planned
+One :class:`~mfs_core.engine.MFSEngine` serves every request, so concurrent requests share
+the model: under ``scheduling="lockstep"`` (default) the engine batches the rounds of all live
+decodes into one ``backend.generate`` call (DESIGN.md); under ``"continuous"`` (vLLM) each
+decode's requests go to vLLM's ``AsyncLLM`` on their own (:mod:`mfs_core.engine`). Each request is checked (:mod:`mfs_core.serve.schemas`), planned
 and rendered as the adapters do (:func:`mfs_core.tools.call.plan_call`), admitted if the
 engine holds fewer than ``queue_size`` decodes (else 429 with ``Retry-After``), then decoded;
 a streamed request sends each chosen step as ``delta.reasoning`` (and ``reasoning_content``)
 while the search runs, then the answer as ``delta.content``, then ``usage``. A client that
-disconnects abandons its decodes: the engine drops them at its next round boundary.
+disconnects abandons its decodes: the engine drops them at its next round boundary (continuous:
+at once, their requests aborted in vLLM).
 
 Routes: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models`` (these
 need the server key when one is set), ``GET /health``, ``GET /metrics`` (Prometheus).

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from mfs_core.adapters import chat_message, settings_from_fields
 from mfs_core.decoders import get_decoder
 from mfs_core.errors import format_validation_error, one_line, unknown_name_message
+from mfs_core.settings import BACKEND_FIELDS as SETTINGS_BACKEND_FIELDS
 from mfs_core.settings import MFSSettings
 from mfs_core.tools.call import ResponseFormat
 
@@ -30,11 +31,7 @@ __all__ = [
     "BACKEND_FIELDS", "OVERRIDE_FIELDS", "RequestError", "ServeCall", "parse_chat", "parse_completion",
 ]
 
-BACKEND_FIELDS = frozenset({
-    "backend", "model", "device", "dtype", "batch_size", "base_urls", "api_key", "request_timeout", "max_retries",
-    "server_n", "tokenizer", "num_parameters", "tensor_parallel_size", "gpu_memory_utilization", "kv_cache_gib",
-    "max_model_len", "enable_prefix_caching", "vllm_kwargs",
-}) & frozenset(MFSSettings.model_fields)
+BACKEND_FIELDS = frozenset(SETTINGS_BACKEND_FIELDS)
 """Settings that pick the loaded model and its backend: fixed when the server starts."""
 
 OVERRIDE_FIELDS = frozenset(MFSSettings.model_fields) - BACKEND_FIELDS

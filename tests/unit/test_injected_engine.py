@@ -84,6 +84,7 @@ def test_backend_settings_list_what_backend_key_listed() -> None:
         "backend", "model", "device", "dtype", "batch_size", "base_urls", "api_key", "request_timeout",
         "max_retries", "server_n", "tokenizer", "num_parameters", "tensor_parallel_size",
         "gpu_memory_utilization", "kv_cache_gib", "max_model_len", "enable_prefix_caching", "vllm_kwargs",
+        "scheduling",
     )
     settings = MFSSettings(base_urls=["http://a:1/v1"], api_key="sk-zzz", vllm_kwargs={"enforce_eager": True})
     backend = settings.backend_settings
