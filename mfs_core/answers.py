@@ -305,7 +305,8 @@ class Vote:
 
     Attributes:
         answer: the winning answer, or None when no path had one.
-        vote_share: votes for ``answer`` / number of paths (0-1); 0 when ``answer`` is None.
+        vote_share: votes for ``answer`` / number of paths (0-1; weighted: their weights / all the
+            weights); 0 when ``answer`` is None.
         index: index of the chosen path (the highest-quality path of the winning answer,
             or the highest-quality path overall when no answer was extracted).
     """
@@ -315,24 +316,33 @@ class Vote:
     index: int
 
 
-def majority_vote(answers: Sequence[str | None], qualities: Sequence[float]) -> Vote:
+def majority_vote(
+    answers: Sequence[str | None], qualities: Sequence[float], weights: Sequence[float] | None = None
+) -> Vote:
     """Majority vote over extracted answers; ties broken by the highest quality ``F``.
 
     Args:
         answers: the answer of each completed path (None: not extractable).
         qualities: each path's quality F (nats per token); same length.
+        weights: each path's vote, >= 0 (None: 1 each). MFS's weighted rollout vote gives a
+            shared rollout the number of sampled candidates whose path it completes
+            (``MFSSettings.vote_rollouts="weighted"``); e.g. answers ``["1", "2", "2"]`` with
+            weights ``[3, 1, 1]`` elect ``"1"`` with share 3/5.
 
     Returns:
         The :class:`Vote`.
 
     Raises:
-        ValueError: empty input, or lengths differ.
+        ValueError: empty input, lengths differ, or a negative weight.
     """
     if not answers:
         msg = "majority_vote needs at least one path, got 0"
         raise ValueError(msg)
     if len(answers) != len(qualities):
         msg = f"answers and qualities differ in length: {len(answers)} != {len(qualities)}"
+        raise ValueError(msg)
+    if weights is not None and (len(weights) != len(answers) or any(w < 0 for w in weights)):
+        msg = f"vote weights must be {len(answers)} numbers >= 0, got {list(weights)}"
         raise ValueError(msg)
     best_overall = max(range(len(answers)), key=lambda i: qualities[i])
     groups: dict[str, list[int]] = {}
@@ -342,10 +352,14 @@ def majority_vote(answers: Sequence[str | None], qualities: Sequence[float]) -> 
     if not groups:
         return Vote(answer=None, vote_share=0.0, index=best_overall)
 
-    def rank(answer: str) -> tuple[int, float]:
+    def votes(members: Sequence[int]) -> float:
+        return len(members) if weights is None else sum(weights[i] for i in members)
+
+    def rank(answer: str) -> tuple[float, float]:
         members = groups[answer]
-        return (len(members), max(qualities[i] for i in members))
+        return (votes(members), max(qualities[i] for i in members))
 
     winner = max(groups, key=rank)
     index = max(groups[winner], key=lambda i: qualities[i])
-    return Vote(answer=winner, vote_share=len(groups[winner]) / len(answers), index=index)
+    total = votes(range(len(answers)))
+    return Vote(answer=winner, vote_share=votes(groups[winner]) / total if total else 0.0, index=index)

@@ -17,6 +17,7 @@ __all__ = [
     "WidthPruning",
     "converged",
     "deficits",
+    "effective_counts",
     "foresight_quality",
     "lead_probability",
     "order_by_value",
@@ -196,7 +197,7 @@ def converged(max_step_value: float, stop_epsilon: float) -> bool:
     return max_step_value <= stop_epsilon
 
 
-def lead_probability(counts: Sequence[int]) -> float:
+def lead_probability(counts: Sequence[float]) -> float:
     """Posterior probability that the leading answer keeps the lead (Adaptive-Consistency's stop).
 
     With ``v1 >= v2`` the two largest vote counts among the answers seen so far, and a uniform
@@ -207,10 +208,12 @@ def lead_probability(counts: Sequence[int]) -> float:
     seen: a Doob martingale over the rollouts, which converges to 0 or 1.
 
     Computed exactly for integer counts: ``I_{1/2}(a, b) = P(Bin(a + b - 1, 1/2) >= a)``, so
-    ``P(p > 1/2) = P(Bin(v1 + v2 + 1, 1/2) <= v1)``.
+    ``P(p > 1/2) = P(Bin(v1 + v2 + 1, 1/2) <= v1)``. Counts that are not integers (the weighted
+    vote's :func:`effective_counts`) go through the regularized incomplete beta function
+    ``I_{1/2}(v2 + 1, v1 + 1)`` (Lentz's continued fraction, relative error below 1e-12).
 
     Example: ``lead_probability([4, 0]) == 31/32``; ``lead_probability([1, 1]) == 0.5``;
-    no votes give 0.5.
+    ``lead_probability([1.5, 0]) == 1 - 2**-2.5`` (``Beta(2.5, 1)``); no votes give 0.5.
 
     Args:
         counts: vote counts per distinct answer, any order, shape (K,), each >= 0.
@@ -221,12 +224,67 @@ def lead_probability(counts: Sequence[int]) -> float:
     Raises:
         ValueError: a negative count.
     """
-    ordered = sorted((int(c) for c in counts), reverse=True)
+    ordered = sorted((float(c) for c in counts), reverse=True)
     if ordered and ordered[-1] < 0:
         msg = f"vote counts must be >= 0, got {list(counts)}"
         raise ValueError(msg)
-    leader = ordered[0] if ordered else 0
-    runner_up = ordered[1] if len(ordered) > 1 else 0
-    n = leader + runner_up + 1
-    return sum(math.comb(n, j) for j in range(leader + 1)) / 2**n
+    leader = ordered[0] if ordered else 0.0
+    runner_up = ordered[1] if len(ordered) > 1 else 0.0
+    if leader.is_integer() and runner_up.is_integer():
+        v1, n = int(leader), int(leader + runner_up) + 1
+        return sum(math.comb(n, j) for j in range(v1 + 1)) / 2**n
+    return _regularized_beta(0.5, runner_up + 1.0, leader + 1.0)
 
+
+def _regularized_beta(x: float, a: float, b: float) -> float:
+    """``I_x(a, b)``, the regularized incomplete beta function, for ``0 < x < 1`` and ``a, b > 0``.
+
+    The continued fraction of Press et al., *Numerical Recipes* (3rd ed., §6.4, ``betacf``),
+    evaluated by the modified Lentz method, on the side of ``x`` where it converges fast
+    (``I_x(a, b) = 1 - I_{1-x}(b, a)``).
+    """
+    if x > (a + 1.0) / (a + b + 2.0):
+        return 1.0 - _regularized_beta(1.0 - x, b, a)
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    fraction = d
+    for m in range(1, 1000):
+        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            fraction *= c * d
+        if abs(c * d - 1.0) < 1e-15:
+            break
+    return math.exp(log_front) * fraction / a
+
+
+def effective_counts(counts: Sequence[float], weights: Sequence[float]) -> list[float]:
+    """Weighted vote counts scaled to Kish's effective sample size, for :func:`lead_probability`.
+
+    A weighted vote (``MFSSettings.vote_rollouts="weighted"``) gives each foresight rollout the
+    number of sampled candidates whose path it completes; its answer shares ``w_a / W`` estimate
+    the answer distribution as a vote over those candidates would. But the copies of one path
+    share one rollout: the answers seen are ``len(weights)`` independent draws, not ``W``. The
+    weighted share's variance is that of ``n_eff = W**2 / sum(w**2)`` independent draws (Kish,
+    1965), so the Beta posterior reads counts ``n_eff · w_a / W = w_a · W / sum(w**2)``: the
+    plain counts when every weight is 1, one vote's worth when one rollout carries all the weight.
+
+    Example: answers ``1, 2, 2`` with weights ``3, 1, 1``: ``W = 5``, ``sum(w**2) = 11``, counts
+    ``[3, 2]`` become ``[15/11, 10/11]``.
+
+    Args:
+        counts: summed weight per distinct answer, shape (K,).
+        weights: the weight of every answered sample (what ``counts`` sums), shape (S,), each >= 0.
+
+    Returns:
+        The scaled counts, shape (K,); all 0 when the weights are.
+    """
+    total = float(sum(weights))
+    squares = float(sum(w * w for w in weights))
+    scale = total / squares if squares > 0 else 0.0
+    return [float(c) * scale for c in counts]

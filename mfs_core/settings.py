@@ -331,19 +331,24 @@ class MFSSettings(BaseSettings):
         "at no new tokens (off, the default: every rollout is sampled anew, as the paper; on the tuning questions "
         "reuse cost 3 points and stopped every search at its second step, docs/benchmarks.md).",
     )
-    vote_rollouts: bool = Field(
+    vote_rollouts: bool | Literal["weighted"] = Field(
         default=False,
-        description="Ablation (decoder variant `mfs-rollout-vote` sets True). The final vote counts every foresight "
-        "rollout (joined with its path) and every finished candidate the search sampled, each once, instead of one "
-        "completion per kept beam, and no kept beam is completed anew (off, the default: the paper's vote; chosen on "
-        "tuning questions, it lost 22 questions net on the fresh held-out set, docs/benchmarks.md).",
+        description="Ablation (decoder variant `mfs-rollout-vote` sets True; `mfs-weighted-vote`, "
+        "`mfs-weighted-answer-stop` set 'weighted'). The final vote counts every foresight rollout (joined with its "
+        "path) and every finished candidate the search sampled instead of one completion per kept beam, and no kept "
+        "beam is completed anew. True: each rollout once (under share_foresight the copies of a path share one vote; "
+        "chosen on tuning questions, it lost 22 questions net on the fresh held-out set, docs/benchmarks.md). "
+        "'weighted': a rollout counts as many times as the step sampled the path it completes (split evenly over "
+        "foresight_rollouts > 1), so the vote weighs answers like self-consistency over the sampled candidates. "
+        "False, the default: the paper's vote over the kept beams.",
     )
     answer_stop_confidence: float | None = Field(
         default=None, gt=0.5, lt=1.0,
-        description="Ablation (decoder variants `mfs-answer-stop` and `mfs-rollout-vote` set 0.95). Stop deliberating "
-        "once the posterior probability that the leading answer keeps the lead, over the answers of every rollout and "
-        "finished candidate seen (Beta criterion of Adaptive-Consistency), reaches this value, in (0.5, 1) (None, the "
-        "default: off, the paper's search; docs/benchmarks.md).",
+        description="Ablation (decoder variants `mfs-answer-stop`, `mfs-rollout-vote` and `mfs-weighted-answer-stop` "
+        "set 0.95). Stop deliberating once the posterior probability that the leading answer keeps the lead, over the "
+        "answers of every rollout and finished candidate seen (Beta criterion of Adaptive-Consistency; with "
+        "vote_rollouts='weighted' the weighted counts scaled to their effective sample size), reaches this value, in "
+        "(0.5, 1) (None, the default: off, the paper's search; docs/benchmarks.md).",
     )
     convergence_min_paths: int = Field(
         default=1, ge=1, le=1024,

@@ -288,6 +288,9 @@ class DecodeResult:
             ``min_steps``, ...), so the trace can be checked from the result alone.
         completion_triggered: for each completed path, whether its answer was read after
             ``MFSSettings.answer_trigger`` (the path stated none); empty when the trigger is off.
+        completion_weights: each completed path's vote in the final vote when it is weighted (MFS
+            with ``vote_rollouts="weighted"``: the sampled candidates a rollout stands for); empty
+            when every path votes once.
     """
 
     text: str
@@ -307,6 +310,7 @@ class DecodeResult:
     completion_tokens: int = 0
     search_settings: dict[str, Any] = field(default_factory=dict)
     completion_triggered: list[bool] = field(default_factory=list)
+    completion_weights: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field (steps and candidates included)."""

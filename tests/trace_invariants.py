@@ -23,7 +23,9 @@ equations):
   ``reuse_rollouts``; with sharing, kept beams on one path hold one rollout: the first is
   completed by it, the others by fresh completions (counted in ``completion_tokens``);
 * output tokens (steps + rollouts + completions), ``FLOPs = 6·output_tokens·P``, the vote
-  (the answer is a most frequent completion answer, its share = count / paths).
+  (the answer is a most frequent completion answer, its share = count / paths; with
+  ``vote_rollouts="weighted"`` both counted by ``completion_weights``, which are recomputed from
+  the candidates each rollout stands for).
 """
 
 from __future__ import annotations
@@ -171,26 +173,54 @@ def _converges(t: int, step: dict[str, Any], cfg: dict[str, Any]) -> bool:
 def _check_rollout_vote(data: dict[str, Any], steps: list[dict[str, Any]], cfg: dict[str, Any],
                         out: list[str]) -> None:
     """``vote_rollouts``: the completions are every finished candidate's path and every distinct
-    estimate's path joined with its rollout, each once, at no completion tokens."""
+    estimate's path joined with its rollout, each once, at no completion tokens. ``"weighted"``:
+    each completion's weight is 1 for a finished candidate and, for a rollout, the scored
+    candidates of its step on its path (over ``foresight_rollouts``); the weights add up to the
+    finished plus the scored candidates of all steps. Otherwise no weights are recorded."""
     delim = cfg["step_delimiter"]
+    weighted = cfg.get("vote_rollouts") == "weighted"
     expected = []
     for step, paths in zip(steps, _paths(steps, delim)):
+        scored = Counter(path for c, path in zip(step["candidates"], paths) if c["step_value"] is not None)
         for c, path in zip(step["candidates"], paths):
             if c["finished"]:
-                expected.append((path, c["step_logprob"]))
+                expected.append((path, c["step_logprob"], 1.0))
             elif c["step_value"] is not None and not c.get("foresight_shared", False):
-                expected.append((path + delim + c["rollout"], c["foresight_quality"]))
-    paths = list(zip(data["completions"], data["completion_qualities"]))
+                expected.append((path + delim + c["rollout"], c["foresight_quality"],
+                                 scored[path] / cfg.get("foresight_rollouts", 1)))
+    weights = data.get("completion_weights") or []
+    if weighted and len(weights) != len(data["completions"]):
+        out.append(f"{len(weights)} completion weights for {len(data['completions'])} completions (weighted vote)")
+        return
+    if not weighted and weights:
+        out.append(f"completion weights {weights[:4]}... recorded although vote_rollouts = {cfg.get('vote_rollouts')!r}")
+    paths = list(zip(data["completions"], data["completion_qualities"], weights or [1.0] * len(data["completions"])))
     if len(paths) != len(expected):
         out.append(f"{len(paths)} completed paths, expected {len(expected)} (finished candidates + distinct rollouts)")
-    for text, quality in expected:
-        match = [p for p in paths if p[0].startswith(text) and _close(p[1], quality)]
+    for text, quality, weight in expected:
+        match = [p for p in paths if p[0].startswith(text) and _close(p[1], quality)
+                 and (not weighted or _close(p[2], weight))]
         if not match:
-            out.append(f"no completed path {text[-60:]!r} at F = {quality!r}")
+            out.append(f"no completed path {text[-60:]!r} at F = {quality!r}" + (f", weight {weight}" if weighted else ""))
         else:
             paths.remove(match[0])
+    if weighted:
+        candidates = sum(c["finished"] or c["step_value"] is not None for step in steps for c in step["candidates"])
+        if not _close(sum(weights), float(candidates)):
+            out.append(f"the weights add up to {sum(weights)!r}, not the {candidates} finished and scored candidates")
     if data["completion_tokens"] != 0:
         out.append(f"{data['completion_tokens']} completion tokens under vote_rollouts")
+
+
+def _votes(data: dict[str, Any]) -> tuple[Counter, float, list[float]]:
+    """Votes per answer, all the paths' votes, and the answered paths' votes (1 each unless weighted)."""
+    answers = data["completion_answers"]
+    weights = data.get("completion_weights") or [1.0] * len(answers)
+    counts: Counter = Counter()
+    for answer, weight in zip(answers, weights):
+        if answer is not None:
+            counts[answer] += weight
+    return counts, float(sum(weights)), [w for a, w in zip(answers, weights) if a is not None]
 
 
 def trace_violations(data: dict[str, Any]) -> list[str]:
@@ -273,8 +303,10 @@ def trace_violations(data: dict[str, Any]) -> list[str]:
         if confidence is None or not cfg["early_stopping"] or last_t < cfg["min_steps"] or _converges(last_t, last, cfg):
             out.append(f"stop reason answer_decided with answer_stop_confidence = {confidence!r}, t = {last_t}")
         elif cfg.get("vote_rollouts"):
-            counts = Counter(a for a in data["completion_answers"] if a is not None)
-            top = sorted(counts.values(), reverse=True) + [0, 0]
+            counts, _, answered = _votes(data)
+            # weighted: Kish's effective sample size, n_eff / W = W / sum(w^2) (martingale.effective_counts)
+            scale = sum(answered) / sum(w * w for w in answered) if answered else 0.0
+            top = sorted((v * scale for v in counts.values()), reverse=True) + [0, 0]
             # P(p > 1/2) under Beta(v1 + 1, v2 + 1), restated with scipy (martingale.lead_probability)
             if float(beta.sf(0.5, top[0] + 1, top[1] + 1)) < confidence - 1e-12:
                 out.append(f"stop reason answer_decided, but the votes {dict(counts)} do not reach {confidence}")
@@ -343,13 +375,15 @@ def trace_violations(data: dict[str, Any]) -> list[str]:
     answers = data["completion_answers"]
     if len(answers) != len(data["completions"]):
         out.append("completion_answers and completions differ in length")
-    counts = Counter(a for a in answers if a is not None)
+    if data.get("completion_weights") and not (cfg.get("vote_rollouts") == "weighted" and data["completions"]):
+        out.append(f"completion weights recorded although vote_rollouts = {cfg.get('vote_rollouts')!r}")
+    counts, total, _ = _votes(data)  # by completion_weights when the vote is weighted
     if counts:
         top = max(counts.values())
         if data["answer"] not in counts or counts[data["answer"]] != top:
             out.append(f"answer {data['answer']!r} is not a most frequent completion answer {dict(counts)}")
-        elif not _close(data["vote_share"], top / len(answers)):
-            out.append(f"vote share {data['vote_share']!r}, recomputed {top}/{len(answers)}")
+        elif not _close(data["vote_share"], top / total):
+            out.append(f"vote share {data['vote_share']!r}, recomputed {top}/{total}")
     elif data["answer"] is not None or data["vote_share"] != 0:
         out.append(f"answer {data['answer']!r} (share {data['vote_share']}) although no completion has one")
     return out

@@ -46,7 +46,7 @@ RECORDS_FILE = "records.jsonl"
 CONFIG_FILE = "config.json"
 _VOTING_DECODERS = {
     "sc", "mfs", "mfs-no-stop", "mfs-no-prune", "mfs-converged-rollouts", "mfs-paper", "mfs-reuse-only", "mfs-share-reuse",
-    "mfs-shared", "mfs-rollout-vote", "mfs-answer-stop", "mfs-min-paths",
+    "mfs-shared", "mfs-rollout-vote", "mfs-answer-stop", "mfs-min-paths", "mfs-weighted-vote", "mfs-weighted-answer-stop",
 }
 _CONFIG_KEYS = ("dataset", "kind", "model", "settings")
 
@@ -106,7 +106,8 @@ def score_result(
     ``question`` lets a multiple-choice answer given as an option's text count as its letter.
     """
     if decoder in _VOTING_DECODERS and settings.aggregation == "majority" and result.completions:
-        verdict = score_completions(kind, result.completions, target, result.completion_qualities, question)
+        verdict = score_completions(kind, result.completions, target, result.completion_qualities, question,
+                                    result.completion_weights or None)
     else:
         verdict = score_text(kind, result.text, target, question)
     return verdict.prediction, verdict.correct

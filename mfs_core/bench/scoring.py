@@ -266,12 +266,14 @@ def score_text(kind: str, text: str, target: object, question: str | None = None
 
 def score_completions(
     kind: str, texts: Sequence[str], target: object, qualities: Sequence[float] | None = None,
-    question: str | None = None,
+    question: str | None = None, weights: Sequence[float] | None = None,
 ) -> Verdict:
     """Score the majority answer of several responses (the corrected evals' vote).
 
     Each response's answer is read with :func:`extract_prediction`; the most common one
-    wins, ties broken by the highest quality (mean log-prob per token, nats), then by order.
+    wins (by summed ``weights`` when given: MFS's weighted rollout vote, the decode's
+    ``completion_weights``), ties broken by the highest quality (mean log-prob per token,
+    nats), then by order.
 
     Raises:
         ValueError: no texts, or ``qualities`` of another length.
@@ -281,5 +283,5 @@ def score_completions(
         raise ValueError(msg)
     qualities = list(qualities) if qualities is not None else [0.0] * len(texts)
     predictions = [extract_prediction(kind, text, target, question) for text in texts]
-    vote = majority_vote(predictions, qualities)
+    vote = majority_vote(predictions, qualities, weights)
     return Verdict(prediction=vote.answer, correct=is_correct(kind, vote.answer, target))

@@ -267,6 +267,7 @@ def finish_result(
     search_settings: dict[str, Any] | None = None,
     answer_key: AnswerExtractor | None = None,
     triggered: Sequence[bool] = (),
+    weights: Sequence[float] | None = None,
 ) -> DecodeResult:
     """Aggregate completed paths into a :class:`DecodeResult` (MFS_SPEC.md step 9).
 
@@ -279,10 +280,13 @@ def finish_result(
     ``answer_key`` replaces :func:`~mfs_core.answers.extract_answer` as what paths are
     grouped by (None: no vote); with tools bound it is the normalised action of
     :class:`mfs_core.tools.ActionVote`, so the vote runs over actions.
+
+    ``weights``: each completion's vote (None: 1 each; MFS's ``vote_rollouts="weighted"``),
+    used by both aggregations' shares and copied into ``completion_weights``.
     """
     key = answer_key if answer_key is not None else extract_answer
     answers = [key(text) for text in completions]
-    vote = majority_vote(answers, qualities)
+    vote = majority_vote(answers, qualities, weights)
     index = vote.index
     if vote.answer is None:
         # No path states an answer: the best-F path, preferring one with text.
@@ -293,7 +297,9 @@ def finish_result(
     if settings.aggregation == "best_quality":
         index = int(np.argmax(qualities))
         answer = answers[index]
-        share = sum(a == answer for a in answers) / len(answers) if answer is not None else 0.0
+        votes = list(weights) if weights is not None else [1.0] * len(answers)
+        agree = sum(w for a, w in zip(answers, votes) if a == answer)
+        share = agree / sum(votes) if answer is not None and sum(votes) > 0 else 0.0
     return DecodeResult(
         text=completions[index],
         answer=answer,
@@ -310,4 +316,5 @@ def finish_result(
         completion_tokens=completion_tokens,
         search_settings=dict(search_settings or {}),
         completion_triggered=list(triggered),
+        completion_weights=[float(w) for w in weights] if weights is not None else [],
     )

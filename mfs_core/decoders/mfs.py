@@ -78,28 +78,43 @@ SEARCH_SETTINGS = (
 
 class _SampleVote:
     """Every complete answer the search sampled, in order: foresight rollouts joined with their
-    paths (each rollout once, however many survivors share it) and finished candidates.
+    paths and finished candidates, each with its vote (``weights``).
 
     What ``vote_rollouts`` puts to the final vote and ``answer_stop_confidence`` reads; with
     neither rule on (``active`` False, the default) nothing is recorded and no answer is extracted.
+    Each sample's vote is 1 (``vote_rollouts=True``: a rollout once, however many survivors share
+    it) or, ``weighted``, the number of the step's sampled candidates it stands for (a finished
+    candidate 1; a rollout the copies of its path over its estimate's rollouts).
     """
 
-    def __init__(self, key: AnswerExtractor, active: bool) -> None:
+    def __init__(self, key: AnswerExtractor, active: bool, weighted: bool) -> None:
         self.key = key
         self.active = active
+        self.weighted = weighted
         self.texts: list[str] = []
         self.qualities: list[float] = []
-        self.counts: dict[str, int] = {}
+        self.weights: list[float] = []
+        self.counts: dict[str, float] = {}  # summed votes per answer
+        self._answered: list[float] = []  # the vote of every sample that states an answer
 
-    def add(self, text: str, quality: float) -> None:
-        """Record one complete sample and its F (nats per token)."""
+    def add(self, text: str, quality: float, copies: float = 1.0) -> None:
+        """Record one complete sample, its F (nats per token) and the candidates it stands for
+        (its vote when ``weighted``; otherwise it votes once)."""
         if not self.active:
             return
+        weight = float(copies) if self.weighted else 1.0
         self.texts.append(text)
         self.qualities.append(float(quality))
+        self.weights.append(weight)
         answer = self.key(text)
         if answer is not None:
-            self.counts[answer] = self.counts.get(answer, 0) + 1
+            self.counts[answer] = self.counts.get(answer, 0.0) + weight
+            self._answered.append(weight)
+
+    def stop_counts(self) -> dict[str, float]:
+        """The counts the answer stop's Beta posterior reads: the votes per answer scaled to their
+        effective sample size (:func:`mfs_core.martingale.effective_counts`; unweighted: the counts)."""
+        return dict(zip(self.counts, martingale.effective_counts(list(self.counts.values()), self._answered)))
 
 
 @dataclass(frozen=True)
@@ -155,7 +170,8 @@ def decode_mfs(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
     stop_reason = "max_steps"
     # Every complete answer sampled: rollouts (once each) and finished candidates.
     samples = _SampleVote(answer_key if answer_key is not None else extract_answer,
-                          active=settings.vote_rollouts or settings.answer_stop_confidence is not None)
+                          active=bool(settings.vote_rollouts) or settings.answer_stop_confidence is not None,
+                          weighted=settings.vote_rollouts == "weighted")
     for t in range(settings.max_steps):
         if trace:  # the previous step is done: tell a listening engine (mfs_core.events)
             report_step(trace[-1], [beam.text for beam in beams])
@@ -194,10 +210,11 @@ def _deliberate(
     width_pruned = {draft.index for draft, k in zip(admission.open, keep) if not k}
     # 4. Foresight: one estimate per group of survivors.
     estimates = yield from _foresight(prompt, t, survivors, s, rng, tally)
-    for est in estimates:
+    for est in estimates:  # each rollout stands for its share of the copies of its path
         path = survivors[est.members[0]].path + s.step_delimiter
         for r in est.rollouts:
-            samples.add(path + r.text, martingale.foresight_quality(r.logprob_sum, r.num_tokens))
+            samples.add(path + r.text, martingale.foresight_quality(r.logprob_sum, r.num_tokens),
+                        copies=len(est.members) / len(est.rollouts))
     estimate_of = estimates_by_survivor(estimates, len(survivors))
     # 5. Step values (eq. 8) and deficits (eq. 9); 7. the convergence test (eq. 12).
     values, deficits = step_values(t, [est.quality for est in estimate_of], survivors, s.baseline)
@@ -209,7 +226,7 @@ def _deliberate(
     # 6. Select the beams that fill the pool up to M, by softmax(V / T) or top-k.
     slots = s.step_beam_size - pool_size - len(pooled)
     chosen = select_survivors(values.tolist(), slots, s, rng)
-    stop = "converged" if converged else "answer_decided" if answer_decided(t, samples.counts, s) else None
+    stop = "converged" if converged else "answer_decided" if answer_decided(t, samples.stop_counts(), s) else None
     return _StepOutcome(step_trace(t, drafts, s, chosen=chosen, **scored),
                         next_beams(survivors, chosen, estimate_of, s.step_delimiter), pooled, stop)
 
@@ -242,7 +259,8 @@ def _finish(
     trace: list[StepTrace],
 ) -> Decoder:
     """Steps 8-9: complete the kept paths without extra tokens where a rollout already completes
-    them (``vote_rollouts``: every sample seen instead) and put their answers to the vote.
+    them (``vote_rollouts``: every sample seen instead, each with its vote when ``"weighted"``) and
+    put their answers to the vote.
 
     A beam with no rollout (the root, after a convergence stop at t = 0 with min_steps = 0) or
     whose rollout an earlier beam already has (copies under share_foresight) is sampled to the
@@ -250,8 +268,10 @@ def _finish(
     asked for one (settings.answer_trigger; off by default).
     """
     completion_tokens = 0
+    weights: list[float] | None = None  # one vote per completion unless the vote is weighted
     if s.vote_rollouts and samples.texts:
         completions, qualities = list(samples.texts), list(samples.qualities)
+        weights = list(samples.weights) if samples.weighted else None
     else:
         own = own_rollouts(beams)
         missing = [beam for beam, has_own in zip(beams, own) if not has_own]
@@ -266,5 +286,5 @@ def _finish(
     return finish_result(
         completions, qualities, s, tally, stop_reason=stop_reason, steps=trace, method="mfs",
         completion_tokens=completion_tokens, search_settings={name: getattr(s, name) for name in SEARCH_SETTINGS},
-        answer_key=answer_key, triggered=triggered,
+        answer_key=answer_key, triggered=triggered, weights=weights,
     )

@@ -131,10 +131,11 @@ def is_converged(t: int, max_value: float, estimates: int, s: MFSSettings) -> bo
     )
 
 
-def answer_decided(t: int, counts: Mapping[str, int], s: MFSSettings) -> bool:
+def answer_decided(t: int, counts: Mapping[str, float], s: MFSSettings) -> bool:
     """The answer-level stop: with ``early_stopping`` and ``answer_stop_confidence`` set, from step
-    ``min_steps`` on, the leader of the answer ``counts`` seen keeps the lead with posterior
-    probability >= ``answer_stop_confidence`` (:func:`mfs_core.martingale.lead_probability`)."""
+    ``min_steps`` on, the leader of the answer ``counts`` seen (votes per answer; a weighted vote's
+    scaled to their effective sample size, :func:`mfs_core.martingale.effective_counts`) keeps the
+    lead with posterior probability >= ``answer_stop_confidence`` (:func:`mfs_core.martingale.lead_probability`)."""
     return (
         s.early_stopping and s.answer_stop_confidence is not None and t >= s.min_steps
         and martingale.lead_probability(list(counts.values())) >= s.answer_stop_confidence

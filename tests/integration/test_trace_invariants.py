@@ -37,8 +37,12 @@ SETTINGS = {
     # model's check lines are near-certain, V <= 0 after them, so with the stop on, the other
     # settings converge or run out of steps and none reaches the finished pool's end).
     "no_stop": {"step_beam_size": 2, "num_rollouts": 2, "early_stopping": False, "max_steps": 16},
+    # The weighted vote over every rollout with the answer stop on its effective counts; the convergence
+    # test needs two paths, so searches run long enough for the answer stop to decide some.
+    "weighted": {"step_beam_size": 4, "num_rollouts": 4, "vote_rollouts": "weighted", "answer_stop_confidence": 0.9,
+                 "convergence_min_paths": 2},
 }
-QUESTIONS = {"paper": 8, "per_survivor": 6, "release": 10, "no_stop": 10}
+QUESTIONS = {"paper": 8, "per_survivor": 6, "release": 10, "no_stop": 10, "weighted": 6}
 """Questions decoded per setting where fewer than all 20."""
 
 
@@ -107,5 +111,13 @@ def test_a_corrupted_trace_is_caught(decodes, what):
                   and any(s["std_score"] for s in d["steps"]))
     assert_trace(data)
     CORRUPTIONS[what](data)
+    with pytest.raises(AssertionError, match="trace invariants broken"):
+        assert_trace(data)
+
+
+def test_a_corrupted_vote_weight_is_caught(decodes):
+    data = copy.deepcopy(decodes["weighted"][0])
+    assert_trace(data)
+    data["completion_weights"][-1] += 1.0
     with pytest.raises(AssertionError, match="trace invariants broken"):
         assert_trace(data)

@@ -23,7 +23,8 @@ from mfs_core.decoders import DECODERS
 from mfs_core.settings import ABLATION_FIELDS, MFSSettings
 
 SETTINGS = MFSSettings.model_fields
-MARKER = re.compile(r"^Ablation \((?:decoder variants? (?P<names>.+?) sets? (?P<value>.+?)|no decoder variant sets it)\)\. ")
+MARKER = re.compile(r"^Ablation \((?:decoder variants? (?P<clauses>.+?)|no decoder variant sets it)\)\. ")
+CLAUSE = re.compile(r"(?P<names>.+?) sets? (?P<value>.+)")  # one of MARKER's "; "-separated clauses
 
 
 def _overrides(method: str) -> dict[str, Any]:
@@ -52,13 +53,17 @@ def test_each_ablation_names_the_variants_that_set_it(name: str) -> None:
     match = MARKER.match(SETTINGS[name].description)
     assert match, SETTINGS[name].description
     changed = _changed_by_variants(name)
-    if match["names"] is None:
+    if match["clauses"] is None:
         assert changed == {}, f"{name} is set by {sorted(changed)} but its description names none"
         return
-    named = re.findall(r"`([^`]+)`", match["names"])
-    value = ast.literal_eval(match["value"])
-    assert value != SETTINGS[name].get_default(call_default_factory=True)
-    assert changed == dict.fromkeys(named, value)  # every variant that changes it, and the value it sets
+    named: dict[str, Any] = {}
+    for clause in match["clauses"].split("; "):  # "`a`, `b` set 0.95; `c` sets True"
+        parts = CLAUSE.fullmatch(clause)
+        assert parts, clause
+        value = ast.literal_eval(parts["value"])
+        assert value != SETTINGS[name].get_default(call_default_factory=True)
+        named.update(dict.fromkeys(re.findall(r"`([^`]+)`", parts["names"]), value))
+    assert changed == named  # every variant that changes it, and the value it sets
 
 
 @pytest.mark.parametrize("fields", [langchain_mfs.MFSLLM.model_fields, langchain_mfs.ChatMFS.model_fields,
