@@ -153,7 +153,8 @@ def load_dataset(
 
     Args:
         name_or_path: a name of :data:`DATASETS` (or ``gsm``, ``math``, ``arc``), ``"demo"``
-            (the demo model's held-out set), or the path of a JSON file in one of their shapes.
+            (the demo model's held-out set), ``"demo-fresh"`` and ``"demo-fresh2"`` (its fresh
+            held-out sets, ``testbed/fresh_heldout.py``), or the path of a JSON file in one of their shapes.
         data_dir: directory holding the six files (default: ``$MFS_DATA_DIR``, else ``./data``).
         limit: keep ``limit`` questions from ``offset`` on (None: all of them).
         kind: the kind of a file given by path (default: inferred by :func:`infer_kind`).
@@ -177,8 +178,9 @@ def load_dataset(
     key = _ALIASES.get(name_or_path.lower(), name_or_path.lower())
     if key == "demo":
         path, name, kind = demo_heldout_path(), "demo", "demo"
-    elif key == "demo-fresh":
-        path, name, kind = demo_heldout_path().with_name("heldout_fresh.json"), "demo-fresh", "demo"
+    elif key in ("demo-fresh", "demo-fresh2"):  # the fresh held-out sets of testbed/fresh_heldout.py
+        path = demo_heldout_path().with_name(f"heldout_fresh{key.removeprefix('demo-fresh')}.json")
+        name, kind = key, "demo"
     elif key in DATASETS:
         spec = DATASETS[key]
         directory = Path(data_dir if data_dir is not None else os.environ.get("MFS_DATA_DIR", "data"))
