@@ -159,6 +159,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=16, help="GSM8K questions decoded together")
     parser.add_argument("--max-answer-tokens", type=int, default=400)
     parser.add_argument("--data-dir", type=Path, default=None)
+    parser.add_argument("--block-size", type=int, default=None,
+                        help="vLLM KV-cache block size in tokens (its CPU default: 128); prefix caching reuses whole blocks only")
     parser.add_argument("--datasets", default="gsm8k,arc-c,demo", help="sets of the greedy part")
     parser.add_argument("--runs-dir", type=Path, default=Path("bench-results/qwen"), help="records of the greedy part")
     parser.add_argument("--out", type=Path, default=Path("bench-results/qwen-speed.json"))
@@ -174,7 +176,10 @@ def main() -> None:
         out["convert"] = measure_convert()
         print(out["convert"], flush=True)
         save()
-    extra = {"vllm_kwargs": {"disable_log_stats": False}} if args.backend == "vllm" and "mfs" in parts else {}
+    vllm_kwargs: dict[str, Any] = {"disable_log_stats": False} if args.backend == "vllm" and "mfs" in parts else {}
+    if args.block_size:
+        vllm_kwargs["block_size"] = args.block_size
+    extra = {"vllm_kwargs": vllm_kwargs} if vllm_kwargs else {}
     settings = MFSSettings(model=MODEL, backend=args.backend, device="cpu", max_answer_tokens=args.max_answer_tokens,
                            assistant_prefix="", seed=0, **extra)
     with MFSEngine.from_settings(settings) as engine:
