@@ -176,9 +176,10 @@ def main() -> None:
     parser.add_argument("--beams", type=int, default=2, help="M (step_beam_size)")
     parser.add_argument("--rollouts", type=int, default=2, help="N (num_rollouts)")
     parser.add_argument("--max-tokens", type=int, default=64, help="max_answer_tokens of each model call")
+    parser.add_argument("--backend", default="transformers", help="transformers | vllm (vLLM's CPU build)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    settings = {"model": MODEL, "device": "cpu", "method": args.method, "step_beam_size": args.beams,
+    settings = {"model": MODEL, "backend": args.backend, "device": "cpu", "method": args.method, "step_beam_size": args.beams,
                 "num_rollouts": args.rollouts, "max_steps": 4, "max_step_tokens": 48, "max_answer_tokens": args.max_tokens,
                 "assistant_prefix": "", "seed": 0}
     items = problems(args.problems)

@@ -270,6 +270,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default=SMOLLM2)
+    parser.add_argument("--backend", default="transformers", help="transformers | vllm (vLLM's CPU build)")
     parser.add_argument("--pipelines", default=",".join(DEFAULT_PIPELINES))
     parser.add_argument("--methods", default="cot,mfs", help="registered decoders, comma-separated")
     parser.add_argument("--questions", type=int, default=len(FACTS), help=f"first N questions (at most {len(FACTS)})")
@@ -291,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "assistant_prefix": args.assistant_prefix, "seed": args.seed,
     }
     console = Console()
-    engine = MFSEngine.from_settings(MFSSettings(model=args.model, device="cpu"))
+    engine = MFSEngine.from_settings(MFSSettings(model=args.model, backend=args.backend, device="cpu"))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     runs: list[dict[str, Any]] = []
     for method in args.methods.split(","):
