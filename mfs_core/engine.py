@@ -222,13 +222,17 @@ class _Scheduler:
             _Job(decoder=d, future=DecodeFuture(), listener=listener, timeout=timeout)
             for d, listener in zip(decoders, listeners)
         ]
+        self._enqueue(jobs)
+        return [job.future for job in jobs]
+
+    def _enqueue(self, jobs: list[_Job]) -> None:
+        """Hand new ``jobs`` to the worker thread (started if none runs)."""
         with self._cond:
             self._incoming.extend(jobs)
             if self._worker is None or not self._worker.is_alive():
                 self._worker = threading.Thread(target=self._run, name="mfs-engine", daemon=True)
                 self._worker.start()
             self._cond.notify()
-        return [job.future for job in jobs]
 
     def close(self) -> None:
         """Fail the decodes not yet finished and close the backend (``backend.close()`` if it has one)."""
@@ -420,27 +424,17 @@ class _ContinuousScheduler(_Scheduler):
         with self._cond:
             return len(self._jobs) + len(self._incoming)
 
-    def submit(
-        self,
-        decoders: Sequence[Decoder],
-        listeners: Sequence[_Listener | None] | None = None,
-        timeout: float | None = None,
-    ) -> list[DecodeFuture]:
-        listeners = listeners if listeners is not None else [None] * len(decoders)
-        jobs = [
-            _Job(decoder=d, future=DecodeFuture(), listener=listener, timeout=timeout)
-            for d, listener in zip(decoders, listeners)
-        ]
+    def _enqueue(self, jobs: list[_Job]) -> None:
+        """Start a task per job on the loop (or fail them at once once :meth:`close` began)."""
         with self._cond:
             if self._closing:
                 for job in jobs:
                     self._fail(job, RuntimeError("the engine was closed before this decode started"))
-                return [job.future for job in jobs]
+                return
             self._incoming.extend(jobs)  # counted in queued until the loop takes them up
         for job in jobs:
             job.future.on_abandon = lambda job=job: self._call_soon(self._cancel_call, job)
         self._call_soon(self._start, jobs)
-        return [job.future for job in jobs]
 
     def _call_soon(self, callback: Any, *args: Any) -> None:
         """``callback(*args)`` on the loop's thread; ignored once the loop is closed."""

@@ -141,6 +141,9 @@ class AsyncVLLMBackend(VLLMBackend):
 
         async def shutdown() -> None:
             self.llm.shutdown()
+            # AsyncLLM.__del__ shuts down again when the object is collected, at interpreter exit after
+            # vLLM's module globals are gone ("TypeError: 'NoneType' object is not callable"): once is enough.
+            self.llm.shutdown = _shut_down
 
         try:
             if self._thread.alive:
@@ -217,3 +220,7 @@ class AsyncVLLMBackend(VLLMBackend):
             msg = f"vLLM ended request {request_id} without a finished output"
             raise VLLMOutputError(msg)
         return final
+
+
+def _shut_down(timeout: float | None = None) -> None:
+    """``AsyncLLM.shutdown`` of an engine already shut down: nothing to do."""
