@@ -13,6 +13,8 @@ from mfs_core.cli import app
     ([], {"MFS_SERVER_QUEUE_SIZE": "0"}, "queue_size='0' (from MFS_SERVER_QUEUE_SIZE): Input should be greater than or equal to 1"),
     (["--step-beam-size", "0"], {}, "step_beam_size=0 (from --step-beam-size): Input should be greater than or equal to 1"),
     (["--model", "./no/such/dir"], {}, "model './no/such/dir' was not found"),
+    (["--scheduling", "continuous"], {}, "scheduling='continuous' needs backend='vllm'"),
+    (["--scheduling", "batched", "--backend", "vllm"], {}, "scheduling='batched' (from --scheduling)"),
 ])
 def test_bad_flags_fail_in_one_line_before_loading(argv, env, needle, monkeypatch) -> None:
     for name, value in env.items():

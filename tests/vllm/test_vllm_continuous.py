@@ -112,3 +112,32 @@ def test_closing_stops_every_process_it_started() -> None:
         backend.generate([GenerationRequest(prompt="x", n=1, max_tokens=1)])
     left = [pid for pid in started if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
     assert left == []
+
+
+def test_mfs_serve_streams_a_continuous_decode_equal_to_lockstep(vllm_backend: VLLMBackend) -> None:
+    """``mfs serve --backend vllm --scheduling continuous`` on loopback (started and stopped by PID):
+    a streamed request gets reasoning chunks while the search runs, then the answer that the
+    lockstep engine on ``vllm.LLM`` gives with the same seed."""
+    import httpx
+
+    from tests.serve_process import serve_process
+
+    question = HELDOUT[7]
+    expected = MFSEngine(vllm_backend, MFSSettings(**SEARCH, seed=9)).decode([question])[0]
+    flags = ["--backend", "vllm", "--scheduling", "continuous", "--dtype", "float32", "--step-beam-size", "2",
+             "--num-rollouts", "2", "--max-steps", "4"]
+    body = {"messages": [{"role": "user", "content": question}], "stream": True, "seed": 9}
+    reasoning, content = [], []
+    with serve_process(flags, {"MFS_KV_CACHE_GIB": "1"}, start_timeout=400) as server:
+        with httpx.stream("POST", server.url + "/v1/chat/completions", json=body, timeout=300) as response:
+            assert response.status_code == 200
+            for line in response.iter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                for choice in json.loads(line[6:]).get("choices", []):
+                    reasoning.append(choice["delta"].get("reasoning") or "")
+                    content.append(choice["delta"].get("content") or "")
+        health = httpx.get(server.url + "/health", timeout=10).json()
+    assert sum(1 for piece in reasoning if piece) >= 2
+    assert "".join(content) == expected.text
+    assert health["decodes_in_flight"] == 0
