@@ -44,7 +44,7 @@ Rule fixed before the first run (2026-11-26), for issue 35's third direction
 
 A candidate F *separates clearly better* than ``mean_logprob`` iff its mean within-question
 AUROC is at least 0.03 higher AND the 95% paired bootstrap interval of that difference (2,000
-resamples of the questions that have both right and wrong answers, seed 0) excludes 0. Thirteen
+resamples of the questions that have both right and wrong answers, seed 0) excludes 0. Twelve
 candidates are measured against it; no multiplicity correction is applied beyond reporting every one.
 Only if some candidate passes is it built as an ablation setting of the foresight quality and
 run on the tuning questions under ``benchmarks/mfs_rules.py``'s rule (replace the default only
@@ -232,7 +232,8 @@ def separation(samples: Sequence[Sample], resamples: int = 2000, seed: int = 0) 
         return auroc([s.right for q in qs for s in by_q[q]], [x[name] for q in qs for x in scores[q]])
 
     rng = np.random.default_rng(seed)
-    mixed_draws = [[mixed[j] for j in rng.integers(0, len(mixed), len(mixed))] for _ in range(resamples)] if mixed else []
+    mixed_draws = ([[mixed[j] for j in rng.integers(0, len(mixed), len(mixed))] for _ in range(resamples)]
+                   if mixed else [])
     all_draws = [[questions[j] for j in rng.integers(0, len(questions), len(questions))] for _ in range(resamples)]
     base_within = [within(d, "mean_logprob") for d in mixed_draws]
 
@@ -347,7 +348,8 @@ def format_table(result: dict[str, Any]) -> str:
     for name, r in result["candidates"].items():
         lines.append(f"| {name} | {r['pooled_auroc']:.3f} | {r['pooled_ci'][0]:.3f}-{r['pooled_ci'][1]:.3f} | "
                      f"{r['within_auroc']:.3f} | {r['within_ci'][0]:.3f}-{r['within_ci'][1]:.3f} | "
-                     f"{r['within_minus_mean_logprob']:+.3f} | {r['difference_ci'][0]:+.3f} to {r['difference_ci'][1]:+.3f} | "
+                     f"{r['within_minus_mean_logprob']:+.3f} | "
+                     f"{r['difference_ci'][0]:+.3f} to {r['difference_ci'][1]:+.3f} | "
                      f"{'yes' if r['passes'] else 'no'} | {r['filtered_vote_correct']} |")
     stats = result.get("decoding")
     if stats:
