@@ -182,7 +182,7 @@ def auroc(labels: Sequence[bool], scores: Sequence[float]) -> float:
 
     if len(set(labels)) < 2:
         return math.nan
-    return float(roc_auc_score([int(x) for x in labels], list(scores)))
+    return float(roc_auc_score([int(x) for x in labels], scores))
 
 
 def within_question_auroc(labels: Sequence[bool], scores: Sequence[float], groups: Sequence[int]) -> tuple[float, int]:
@@ -224,32 +224,37 @@ def separation(samples: Sequence[Sample], resamples: int = 2000, seed: int = 0) 
     scores = {q: [candidate_scores(s) for s in by_q[q]] for q in questions}
     mixed = [q for q in questions if len({s.right for s in by_q[q]}) == 2]
 
-    def within(qs: Sequence[int], name: str) -> float:
-        vals = [auroc([s.right for s in by_q[q]], [x[name] for x in scores[q]]) for q in qs]
-        return _mean(vals)
+    # Within-question AUROCs do not change under resampling: bootstrap their means.
+    per_q = {name: {q: auroc([s.right for s in by_q[q]], [x[name] for x in scores[q]]) for q in mixed}
+             for name in CANDIDATES}
+
+    labels = {q: np.array([s.right for s in by_q[q]]) for q in questions}
+    values_of = {name: {q: np.array([x[name] for x in scores[q]]) for q in questions} for name in CANDIDATES}
 
     def pooled(qs: Sequence[int], name: str) -> float:
-        return auroc([s.right for q in qs for s in by_q[q]], [x[name] for q in qs for x in scores[q]])
+        return auroc(np.concatenate([labels[q] for q in qs]), np.concatenate([values_of[name][q] for q in qs]))
 
     rng = np.random.default_rng(seed)
-    mixed_draws = ([[mixed[j] for j in rng.integers(0, len(mixed), len(mixed))] for _ in range(resamples)]
-                   if mixed else [])
+    mixed_draws = rng.integers(0, len(mixed), (resamples, len(mixed))) if mixed else np.zeros((0, 0), int)
     all_draws = [[questions[j] for j in rng.integers(0, len(questions), len(questions))] for _ in range(resamples)]
-    base_within = [within(d, "mean_logprob") for d in mixed_draws]
 
     def ci(values: Sequence[float]) -> tuple[float, float]:
         arr = np.array([v for v in values if not math.isnan(v)])
         return (float(np.percentile(arr, 2.5)), float(np.percentile(arr, 97.5))) if arr.size else (math.nan, math.nan)
 
+    base_values = np.array([per_q["mean_logprob"][q] for q in mixed])
+    base = float(base_values.mean()) if mixed else math.nan
     rows = {}
-    base = within(mixed, "mean_logprob")
     for name in CANDIDATES:
-        w_draws = [within(d, name) for d in mixed_draws]
-        diff = within(mixed, name) - base
-        diff_ci = ci([a - b for a, b in zip(w_draws, base_within)])
+        values = np.array([per_q[name][q] for q in mixed])
+        within = float(values.mean()) if mixed else math.nan
+        draws = values[mixed_draws].mean(axis=1) if mixed else np.array([])
+        diff_draws = (values - base_values)[mixed_draws].mean(axis=1) if mixed else np.array([])
+        diff = within - base
+        diff_ci = ci(list(diff_draws))
         rows[name] = {
             "pooled_auroc": pooled(questions, name), "pooled_ci": ci([pooled(d, name) for d in all_draws]),
-            "within_auroc": within(mixed, name), "within_ci": ci(w_draws),
+            "within_auroc": within, "within_ci": ci(list(draws)),
             "within_minus_mean_logprob": diff, "difference_ci": diff_ci,
             "passes": name != "mean_logprob" and diff >= THRESHOLD and diff_ci[0] > 0,
             "filtered_vote_correct": sum(
@@ -386,6 +391,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         greedy = saved["greedy"]
     else:
         samples, greedy = sample(args.limit, args.seed, args.k)
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"greedy": greedy, "samples": [asdict(s) for s in samples]}) + "\n",
+                             encoding="utf-8")
     result = separation(samples, resamples=args.resamples, seed=args.seed)
     result["decoding"] = decoding_statistics(samples, greedy)
     result.update(k=args.k, seed=args.seed, top_k=TOP_K, seconds=round(time.perf_counter() - start, 1))
