@@ -11,6 +11,8 @@ numbers they gave are in ``mfs_core/demo/MODEL_CARD.md``.
   of the foresight quality F, own slips caught), with 95% intervals;
 * ``evaluate_formats.py``: greedy RAG answers and tool calls on generated conversations;
 * ``slip_probe.py``: does the model's check line flag an injected slip?
+* ``foresight_separation.py``: AUROC of candidate foresight qualities (mean/sum log-prob,
+  DeepConf's lowest group and tail confidence) for right vs wrong sampled answers (issue 35);
 
 The library never imports this package; ``tests/`` does.
 """
