@@ -71,8 +71,8 @@ from typing import Any
 from testbed.evaluate import _lines, wilson_interval
 
 __all__ = ["CANDIDATES", "TOP_K", "TUNING_QUESTIONS", "Sample", "auroc", "candidate_scores",
-           "filtered_vote_right", "lowest_group_mean", "main", "separation", "tail_mean",
-           "token_confidence", "within_question_auroc"]
+           "decoding_statistics", "filtered_vote_right", "format_table", "lowest_group_mean", "main",
+           "separation", "tail_mean", "token_confidence", "within_question_aurocs"]
 
 TOP_K = 20
 """Top log-probs per token for DeepConf's token confidence (vLLM's default ``max_logprobs``)."""
@@ -185,16 +185,17 @@ def auroc(labels: Sequence[bool], scores: Sequence[float]) -> float:
     return float(roc_auc_score([int(x) for x in labels], scores))
 
 
-def within_question_auroc(labels: Sequence[bool], scores: Sequence[float], groups: Sequence[int]) -> tuple[float, int]:
-    """The mean over groups (questions) with both classes of the AUROC within the group, and
-    how many such groups there are (NaN, 0 when none)."""
+def within_question_aurocs(
+    labels: Sequence[bool], scores: Sequence[float], groups: Sequence[int]
+) -> dict[int, float]:
+    """The AUROC within each group (question) that has both right and wrong answers, by group;
+    their mean is the within-question AUROC."""
     by_group: dict[int, tuple[list[bool], list[float]]] = {}
     for label, score, group in zip(labels, scores, groups):
         ls, ss = by_group.setdefault(group, ([], []))
-        ls.append(label)
+        ls.append(bool(label))
         ss.append(score)
-    values = [auroc(ls, ss) for ls, ss in by_group.values() if len(set(ls)) == 2]
-    return (_mean(values), len(values)) if values else (math.nan, 0)
+    return {g: auroc(ls, ss) for g, (ls, ss) in by_group.items() if len(set(ls)) == 2}
 
 
 def filtered_vote_right(answers: Sequence[str | None], rights: Sequence[bool], scores: Sequence[float],
@@ -225,8 +226,9 @@ def separation(samples: Sequence[Sample], resamples: int = 2000, seed: int = 0) 
     mixed = [q for q in questions if len({s.right for s in by_q[q]}) == 2]
 
     # Within-question AUROCs do not change under resampling: bootstrap their means.
-    per_q = {name: {q: auroc([s.right for s in by_q[q]], [x[name] for x in scores[q]]) for q in mixed}
-             for name in CANDIDATES}
+    flat = [(s.right, q) for q in questions for s in by_q[q]]
+    per_q = {name: within_question_aurocs([r for r, _ in flat], [x[name] for q in questions for x in scores[q]],
+                                          [q for _, q in flat]) for name in CANDIDATES}
 
     labels = {q: np.array([s.right for s in by_q[q]]) for q in questions}
     values_of = {name: {q: np.array([x[name] for x in scores[q]]) for q in questions} for name in CANDIDATES}

@@ -17,7 +17,7 @@ from testbed.foresight_separation import (
     separation,
     tail_mean,
     token_confidence,
-    within_question_auroc,
+    within_question_aurocs,
 )
 
 
@@ -58,8 +58,8 @@ def test_within_question_auroc_averages_questions_with_both_classes():
     labels = [True, False, True, False, False, True, True]
     scores = [1.0, 0.0, 0.0, 1.0, 0.5, 0.3, 0.2]
     groups = [0, 0, 1, 1, 1, 2, 2]
-    assert within_question_auroc(labels, scores, groups) == (pytest.approx(0.5), 2)
-    assert math.isnan(within_question_auroc([True], [0.0], [0])[0])
+    assert within_question_aurocs(labels, scores, groups) == {0: 1.0, 1: 0.0}
+    assert within_question_aurocs([True], [0.0], [0]) == {}
 
 
 def test_filtered_vote_keeps_the_top_scored_answers():
