@@ -1,9 +1,10 @@
 """The ASGI app of ``mfs serve``: MFS behind OpenAI's chat and completions endpoints.
 
 One :class:`~mfs_core.engine.MFSEngine` serves every request, so concurrent requests share
-the model: under ``scheduling="lockstep"`` (default) the engine batches the rounds of all live
+the model: under ``scheduling="lockstep"`` (the library's default) the engine batches the rounds of all live
 decodes into one ``backend.generate`` call (DESIGN.md); under ``"continuous"`` (vLLM) each
-decode's requests go to vLLM's ``AsyncLLM`` on their own (:mod:`mfs_core.engine`). Each request is checked (:mod:`mfs_core.serve.schemas`), planned
+decode's requests go to vLLM's ``AsyncLLM`` on their own (:mod:`mfs_core.engine`); ``mfs serve
+--backend vllm`` picks it unless told otherwise (:func:`mfs_core.cli.serve_scheduling`, docs/serve.md). Each request is checked (:mod:`mfs_core.serve.schemas`), planned
 and rendered as the adapters do (:func:`mfs_core.tools.call.plan_call`), admitted if the
 engine holds fewer than ``queue_size`` decodes (else 429 with ``Retry-After``), then decoded;
 a streamed request sends each chosen step as ``delta.reasoning`` (and ``reasoning_content``)

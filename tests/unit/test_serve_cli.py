@@ -42,3 +42,17 @@ def test_the_server_key_is_a_secret(monkeypatch) -> None:
     config = ServerSettings()
     assert config.api_key.get_secret_value() == "sk-secret-value"
     assert "sk-secret-value" not in repr(config) and "sk-secret-value" not in str(config.model_dump())
+
+
+def test_serve_runs_vllm_with_continuous_batching_unless_scheduling_was_chosen() -> None:
+    from mfs_core.cli import serve_scheduling
+    from mfs_core.settings import MFSSettings
+
+    vllm = MFSSettings.from_values({"backend": "vllm"})
+    assert vllm.scheduling == "lockstep"  # the library's default stays
+    sources: dict[str, str] = {}
+    assert serve_scheduling(vllm, sources).scheduling == "continuous"
+    assert sources == {"scheduling": "mfs serve's default on vLLM"}
+    assert serve_scheduling(vllm, {"scheduling": "MFS_SCHEDULING"}).scheduling == "lockstep"  # chosen: kept
+    hf = MFSSettings.from_values({"backend": "transformers"})
+    assert serve_scheduling(hf, {}) is hf  # continuous needs vLLM
