@@ -136,7 +136,9 @@ async def _llamaindex(items: list[dict[str, Any]], settings: dict[str, Any]) -> 
                 elif isinstance(event, AgentOutput):
                     invalid += len(event.response.additional_kwargs.get("invalid_tool_calls", []))
             response = await handler
-            answer = None if response.tool_calls else str(response.response.content or "")
+            # A run ends when the model's last reply calls no tool (else it raises at max_iterations);
+            # AgentOutput.tool_calls lists every call of the run, so it cannot tell an answer apart.
+            answer = str(response.response.content or "")
         except Exception as exc:  # noqa: BLE001 - counted, not raised: the row says why
             error = f"{type(exc).__name__}: {exc}"[:300]
         return calls, invalid, results, answer, error
