@@ -48,6 +48,7 @@ fixed here, before any run:
 from __future__ import annotations
 
 import argparse
+import json
 import math
 from pathlib import Path
 
@@ -117,6 +118,33 @@ def tuning_verdict(default: tuple[int, float], variants: dict[str, tuple[int, fl
     return (max(passing)[2] if passing else "mfs"), margins
 
 
+def parse_method_spec(spec: str) -> BenchMethod:
+    """A method from ``"label:decoder:field=value;field=value"`` (the overrides part optional).
+
+    Values are read as JSON (``0.3``, ``2``, ``null``, ``true``, ``"weighted"``), else kept as text:
+    ``"mfs-rt0.3:mfs:rollout_temperature=0.3"``, ``"sc-t0.3:sc:temperature=0.3"``.
+
+    Raises:
+        ValueError: fewer than two ``:``-separated parts, or an override without ``=``.
+    """
+    parts = spec.split(":", 2)
+    if len(parts) < 2 or not parts[0] or not parts[1]:
+        msg = f"method spec {spec!r}: expected 'label:decoder[:field=value;...]'"
+        raise ValueError(msg)
+    overrides = []
+    for item in (parts[2].split(";") if len(parts) == 3 and parts[2] else []):
+        name, sep, text = item.partition("=")
+        if not sep:
+            msg = f"method spec {spec!r}: override {item!r} is not field=value"
+            raise ValueError(msg)
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        overrides.append((name.strip(), value))
+    return BenchMethod(label=parts[0], decoder=parts[1], overrides=tuple(sorted(overrides)))
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the variants, print the results table, the curve and each variant's margin over SC."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -129,6 +157,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--num-rollouts", type=int, default=4)
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated names of VARIANTS")
     parser.add_argument("--extra-methods", default="cot,sc", help="registered decoders run beside (cot, sc, mfs-paper)")
+    parser.add_argument("--method", action="append", default=[], type=parse_method_spec,
+                        help="an extra method, 'label:decoder:field=value;field=value' (repeatable)")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
@@ -137,7 +167,8 @@ def main(argv: list[str] | None = None) -> None:
                            seed=0)
     data = load_dataset(args.dataset, offset=args.offset, limit=args.limit)
     methods = [BenchMethod(label=m, decoder=m) for m in args.extra_methods.split(",") if m]
-    for name in args.variants.split(","):
+    methods += args.method
+    for name in filter(None, args.variants.split(",")):
         overrides = {**NEW_RULES_OFF, "share_foresight": True, "reuse_rollouts": False, **VARIANTS[name]}
         methods.append(BenchMethod(label=name, decoder="mfs", overrides=tuple(sorted(overrides.items()))))
     engine = MFSEngine.from_settings(settings)
@@ -156,7 +187,7 @@ def main(argv: list[str] | None = None) -> None:
     (args.out / "curve.md").write_text(table + "\n", encoding="utf-8")
     plot_curve(points, args.out / "accuracy_vs_tokens.png", title=f"{data.name} {args.offset}-"
                f"{args.offset + len(data.examples) - 1}, tuning")
-    sc_points = [(p.summary.mean_output_tokens, p.summary.accuracy) for p in points if p.is_sc]
+    sc_points = [(p.summary.mean_output_tokens, p.summary.accuracy) for p in points if p.sc_curve == "sc"]
     print("\nmargin over SC at equal tokens (accuracy minus SC interpolated in log tokens):")
     margins = []
     for p in points:

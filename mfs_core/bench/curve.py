@@ -10,6 +10,10 @@ question are ``k / k_max`` of the run's (a sample's expected length times ``k``)
 Every other method of the run is a point at its own mean output tokens per question, and is
 paired (exact McNemar, :func:`mfs_core.bench.report.paired_comparisons`) with self-consistency
 at the ``k`` that spends the same tokens (:func:`matched_k`; any k up to the run's).
+
+A run may hold more than one self-consistency method (``sc`` and ``sc-rollout-temperature``,
+SC sampled at MFS's rollout temperature): each is a curve of its own, ``<label>@k``; the
+searches are paired with the ``sc`` curve (the first SC method when the run has no ``sc``).
 """
 
 from __future__ import annotations
@@ -38,55 +42,68 @@ class CurvePoint:
         sc_label: for a non-SC method, ``sc@k`` at its matched k (None for SC points).
         paired: the exact McNemar comparison with ``sc_label`` (None for SC points).
         sc_summary: the row of ``sc_label`` (accuracy and tokens of the matched SC).
+        sc_curve: for a self-consistency point, the SC method it is a point of (``"sc"``); None otherwise.
     """
 
     summary: MethodSummary
     sc_label: str | None = None
     paired: PairedComparison | None = None
     sc_summary: MethodSummary | None = None
+    sc_curve: str | None = None
 
     @property
     def is_sc(self) -> bool:
-        """Whether this is a self-consistency point of the curve."""
-        return self.summary.method.startswith("sc@")
+        """Whether this is a self-consistency point of a curve."""
+        return self.sc_curve is not None
 
 
-def sc_ks(records: Sequence[dict[str, Any]], ks: Sequence[int] = DEFAULT_KS) -> list[int]:
-    """The ``k`` of ``ks`` that the run's self-consistency samples cover (``k <= `` its smallest ``sc_k``)."""
-    held = [len(r["sample_predictions"]) for r in records if r.get("decoder") == "sc" and "sample_predictions" in r
-            and r.get("error") is None]
+def sc_methods(records: Sequence[dict[str, Any]]) -> list[str]:
+    """Labels of the run's self-consistency methods (records with ``sample_predictions``), ``"sc"`` first."""
+    labels = list(dict.fromkeys(r["method"] for r in records if "sample_predictions" in r))
+    return sorted(labels, key=lambda label: label != "sc")
+
+
+def sc_ks(records: Sequence[dict[str, Any]], ks: Sequence[int] = DEFAULT_KS, label: str | None = None) -> list[int]:
+    """The ``k`` of ``ks`` that the run's self-consistency samples cover (``k <= `` its smallest ``sc_k``);
+    ``label``: which SC method (default: ``"sc"``, else the first)."""
+    held = [len(r["sample_predictions"]) for r in _sc_samples(records, label)]
     if not held:
         return []
     return [k for k in ks if k <= min(held)]
 
 
-def _sc_samples(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r for r in records if r.get("decoder") == "sc" and "sample_predictions" in r and r.get("error") is None]
+def _sc_samples(records: Sequence[dict[str, Any]], label: str | None = None) -> list[dict[str, Any]]:
+    if label is None:
+        labels = sc_methods(records)
+        label = labels[0] if labels else "sc"
+    return [r for r in records if r["method"] == label and "sample_predictions" in r and r.get("error") is None]
 
 
-def curve_records(records: Sequence[dict[str, Any]], kind: str, ks: Sequence[int] = DEFAULT_KS) -> list[dict[str, Any]]:
-    """Records of ``sc@k`` for each ``k`` of ``ks`` that the run covers, made from its self-consistency records.
+def curve_records(records: Sequence[dict[str, Any]], kind: str, ks: Sequence[int] = DEFAULT_KS,
+                  label: str | None = None) -> list[dict[str, Any]]:
+    """Records of ``<label>@k`` for each ``k`` of ``ks`` that the run covers, made from its self-consistency records.
 
     Args:
         records: bench records; self-consistency's carry ``sample_predictions`` and
             ``sample_qualities`` (:mod:`mfs_core.bench.runner`).
         kind: the set's scoring kind (``"demo"``, ``"gsm8k"``, ...), for :func:`is_correct`.
         ks: the sample counts wanted (any k up to the run's, not only powers of two).
+        label: the SC method (default ``"sc"``, else the run's first SC method).
 
     Returns:
-        One record per (k, question), labelled ``sc@k``, with ``correct``, ``prediction``,
+        One record per (k, question), labelled ``<label>@k``, with ``correct``, ``prediction``,
         ``output_tokens`` (``k / k_max`` of the run's) and ``flops`` scaled the same way.
     """
     out = []
-    covered = sc_ks(records, ks)
-    for record in _sc_samples(records):
+    covered = sc_ks(records, ks, label)
+    for record in _sc_samples(records, label):
         predictions, qualities = record["sample_predictions"], record["sample_qualities"]
         k_max = len(predictions)
         for k in covered:
             vote = majority_vote(predictions[:k], qualities[:k])
             share = k / k_max
             out.append({
-                "method": f"sc@{k}", "decoder": "sc", "index": record["index"], "id": record["id"],
+                "method": f"{record['method']}@{k}", "decoder": record["decoder"], "index": record["index"], "id": record["id"],
                 "sc_k": k, "error": None, "prediction": vote.answer,
                 "correct": is_correct(kind, vote.answer, record["target"]),
                 "output_tokens": record["output_tokens"] * share, "prompt_tokens": record["prompt_tokens"],
@@ -111,31 +128,34 @@ def matched_k(tokens: float, records: Sequence[dict[str, Any]]) -> int | None:
 
 def curve_table(records: Sequence[dict[str, Any]], kind: str, methods: Sequence[str],
                 ks: Sequence[int] = DEFAULT_KS) -> list[CurvePoint]:
-    """Every point of the curve: ``sc@k`` for each covered k, then each of ``methods``, paired
-    with self-consistency at its matched k (:func:`matched_k`).
+    """Every point of the curve: ``sc@k`` for each covered k (and ``<label>@k`` of every other SC
+    method of the run), then each of ``methods``, paired with ``sc`` at its matched k (:func:`matched_k`).
 
     Args:
         records: the run's records.
         kind: the set's scoring kind.
         methods: labels of the other methods to place on the curve (those without records are
-            left out; ``"sc"`` itself is replaced by its ``sc@k`` points).
+            left out; an SC method itself is replaced by its ``<label>@k`` points).
         ks: the self-consistency sample counts of the curve.
 
     Returns:
         The points, self-consistency first (in k order).
     """
-    sc_labels = [f"sc@{k}" for k in sc_ks(records, ks)]
-    points = [CurvePoint(row) for row in summarize(curve_records(records, kind, ks), sc_labels)]
-    for row in summarize(records, [m for m in methods if m != "sc"]):
+    curves = sc_methods(records)
+    points = []
+    for curve in curves:
+        labels = [f"{curve}@{k}" for k in sc_ks(records, ks, curve)]
+        points += [CurvePoint(row, sc_curve=curve) for row in summarize(curve_records(records, kind, ks, curve), labels)]
+    for row in summarize(records, [m for m in methods if m not in curves]):
         k = matched_k(row.mean_output_tokens, records)
         if k is None:
             points.append(CurvePoint(row))
             continue
-        matched = curve_records(records, kind, [k])
+        matched = curve_records(records, kind, [k], curves[0])
         pool = [r for r in records if r["method"] == row.method] + matched
         paired = next(iter(paired_comparisons(pool, row.method)), None)
-        sc_row = summarize(matched, [f"sc@{k}"])[0]
-        points.append(CurvePoint(row, f"sc@{k}", paired, sc_row))
+        sc_row = summarize(matched, [f"{curves[0]}@{k}"])[0]
+        points.append(CurvePoint(row, f"{curves[0]}@{k}", paired, sc_row))
     return points
 
 
@@ -179,14 +199,17 @@ def plot_curve(points: Sequence[CurvePoint], path: str | Path, title: str = "") 
             acc = 100 * row.accuracy
             return acc, [[acc - 100 * row.accuracy_low], [100 * row.accuracy_high - acc]]
 
-        sc = [p.summary for p in points if p.is_sc]
-        if sc:
+        curves = list(dict.fromkeys(p.sc_curve for p in points if p.is_sc))
+        for shade, style, curve in zip(("0.4", "0.65", "0.8"), ("-o", "--s", ":^"), curves):
+            sc = [p.summary for p in points if p.sc_curve == curve]
             xs = [r.mean_output_tokens for r in sc]
             ys = [100 * r.accuracy for r in sc]
-            ax.plot(xs, ys, "-o", color="0.4", label="self-consistency, k = " + ", ".join(r.method[3:] for r in sc))
+            name = "self-consistency" if curve == "sc" else curve
+            ax.plot(xs, ys, style, color=shade,
+                    label=f"{name}, k = " + ", ".join(r.method.rsplit("@", 1)[1] for r in sc))
             for r in sc:
                 acc, err = bar(r)
-                ax.errorbar([r.mean_output_tokens], [acc], yerr=err, fmt="none", color="0.4", capsize=2)
+                ax.errorbar([r.mean_output_tokens], [acc], yerr=err, fmt="none", color=shade, capsize=2)
         colors = plt.get_cmap("tab10")
         markers = "sD^vP*Xh<>"
         for i, p in enumerate(q for q in points if not q.is_sc):

@@ -45,10 +45,12 @@ logger = logging.getLogger(__name__)
 RECORDS_FILE = "records.jsonl"
 CONFIG_FILE = "config.json"
 _VOTING_DECODERS = {
-    "sc", "mfs", "mfs-no-stop", "mfs-no-prune", "mfs-converged-rollouts", "mfs-paper", "mfs-reuse-only", "mfs-share-reuse",
+    "sc", "sc-rollout-temperature", "mfs", "mfs-no-stop", "mfs-no-prune", "mfs-converged-rollouts", "mfs-paper", "mfs-reuse-only", "mfs-share-reuse",
     "mfs-shared", "mfs-rollout-vote", "mfs-answer-stop", "mfs-min-paths", "mfs-weighted-vote", "mfs-weighted-answer-stop",
 }
 _CONFIG_KEYS = ("dataset", "kind", "model", "settings")
+SC_DECODERS = frozenset({"sc", "sc-rollout-temperature"})
+"""Self-consistency decoders: ``--sc-k`` sets their k and their records keep every sample's answer."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ def parse_methods(spec: str | Sequence[str], lambda_sweep: Iterable[float] = ())
 def method_settings(base: MFSSettings, method: BenchMethod, sc_k: int | None = None) -> MFSSettings:
     """``base`` with the method's overrides; self-consistency's k becomes ``step_beam_size``."""
     overrides = dict(method.overrides)
-    if method.decoder == "sc" and sc_k is not None:
+    if method.decoder in SC_DECODERS and sc_k is not None:
         overrides["step_beam_size"] = sc_k
     return MFSSettings(**{**base.model_dump(), **overrides}) if overrides else base
 
@@ -184,7 +186,7 @@ def _record(method: BenchMethod, example: Example, future: Future, kind: str, se
         "method": method.label, "decoder": method.decoder, "index": example.index, "id": example.id,
         "target": example.target, "elapsed_seconds": elapsed, "generate_seconds": generate,
     }
-    if method.decoder == "sc":
+    if method.decoder in SC_DECODERS:
         record["sc_k"] = settings.step_beam_size
     error = future.exception()
     if error is not None:
@@ -193,11 +195,18 @@ def _record(method: BenchMethod, example: Example, future: Future, kind: str, se
                 "output_tokens": 0, "prompt_tokens": 0, "flops": 0.0}
     result: DecodeResult = future.result()
     prediction, correct = score_result(kind, result, example.target, settings, method.decoder, example.question)
-    if method.decoder == "sc":  # each sample's answer, in sampling order: SC at every k <= sc_k (bench.curve)
+    if method.decoder in SC_DECODERS:  # each sample's answer, in sampling order: SC at every k <= sc_k (bench.curve)
         record["sample_predictions"] = [
             extract_prediction(kind, text, example.target, example.question) for text in result.completions
         ]
         record["sample_qualities"] = [round(q, 6) for q in result.completion_qualities]
+    elif method.decoder in _VOTING_DECODERS:  # the voted paths' answers and F: other votes scored offline
+        record["completion_predictions"] = [
+            extract_prediction(kind, text, example.target, example.question) for text in result.completions
+        ]
+        record["completion_qualities"] = [round(q, 6) for q in result.completion_qualities]
+        if result.completion_weights:
+            record["completion_weights"] = [round(w, 6) for w in result.completion_weights]
     return {
         **record, "error": None, "prediction": prediction, "correct": correct, "answer": result.answer,
         "vote_share": result.vote_share, "stop_reason": result.stop_reason, "steps": len(result.steps),
@@ -267,7 +276,7 @@ def run_bench(
             msg = f"{records_path}: question {rec['index']} has id {rec['id']!r}, the set says {ex.id!r}"
             raise ValueError(msg)
     prompts = {ex.index: render_example(ex, engine.backend, base) for ex in dataset.examples}
-    ordered = sorted(methods, key=lambda m: m.decoder == "sc" and sc_k == "auto")
+    ordered = sorted(methods, key=lambda m: m.decoder in SC_DECODERS and sc_k == "auto")
     done_pairs = {(r["method"], r["index"]) for r in records}
     if warmup and any((m.label, ex.index) not in done_pairs for m in methods for ex in dataset.examples):
         # One short untimed decode first, so one-time costs (allocation, kernels) land on no method.
@@ -276,7 +285,7 @@ def run_bench(
     with records_path.open("a", encoding="utf-8") as sink:
         for method in ordered:
             current = [r for r in records if r["index"] in by_index]
-            k = auto_sc_k(current) if method.decoder == "sc" and sc_k == "auto" else sc_k
+            k = auto_sc_k(current) if method.decoder in SC_DECODERS and sc_k == "auto" else sc_k
             msettings = method_settings(base, method, k if isinstance(k, int) else None)
             done = {r["index"] for r in records if r["method"] == method.label}
             todo = [ex for ex in dataset.examples if ex.index not in done]

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from mfs_core.decoders.baselines import decode_cot, decode_self_consistency, with_overrides
+from mfs_core.decoders.baselines import (
+    decode_cot,
+    decode_sc_rollout_temperature,
+    decode_self_consistency,
+    with_overrides,
+)
 from mfs_core.decoders.common import Decoder
 from mfs_core.decoders.mfs import decode_mfs
 from mfs_core.decoders.phi import decode_phi, decode_phi_release
@@ -26,6 +31,7 @@ DECODERS: dict[str, DecoderFactory] = {
     "mfs": decode_mfs,
     "cot": decode_cot,
     "sc": decode_self_consistency,
+    "sc-rollout-temperature": decode_sc_rollout_temperature,
     "phi": decode_phi,
     "phi-release": decode_phi_release,
     "mfs-no-stop": with_overrides(decode_mfs, "mfs-no-stop", early_stopping=False),

@@ -111,3 +111,15 @@ def test_with_overrides_rejects_unknown_fields_and_keeps_the_caller_settings() -
     settings = MFSSettings(step_beam_size=2, num_rollouts=2, max_steps=2)
     MFSEngine(ScriptedBackend(_mfs_script), settings).decode_prompts(["Q:"], method="mfs-no-stop")
     assert settings.early_stopping is True
+
+
+@pytest.mark.parametrize(("rollout_temperature", "sampled_at"), [(0.4, 0.4), (None, 0.6)])
+def test_sc_rollout_temperature_samples_at_mfs_rollout_temperature(rollout_temperature, sampled_at) -> None:
+    texts = [("The answer is: \\boxed{7}.", -0.2), ("The answer is: \\boxed{8}.", -0.1), ("The answer is: \\boxed{7}.", -0.3)]
+    backend = ScriptedBackend([[continuation(t, mean_logprob=q, stop_reason=END) for t, q in texts]])
+    settings = MFSSettings(step_beam_size=3, temperature=0.6, rollout_temperature=rollout_temperature)
+    result = MFSEngine(backend, settings).decode_prompts(["Q"], method="sc-rollout-temperature")[0]
+    (request,) = backend.requests
+    assert (request.n, request.temperature, request.greedy) == (3, sampled_at, False)
+    assert result.method == "sc-rollout-temperature" and result.stop_reason == "sampled"
+    assert result.answer == "7" and result.vote_share == pytest.approx(2 / 3)

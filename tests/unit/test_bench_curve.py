@@ -70,3 +70,18 @@ def test_curve_files_are_written_only_with_a_curve(tmp_path):
 def test_plot_needs_points(tmp_path):
     with pytest.raises(ValueError, match="no points"):
         plot_curve([], tmp_path / "x.png")
+
+
+def test_a_second_sc_method_is_a_curve_of_its_own_and_searches_pair_with_sc():
+    # "sc-cool": the same questions sampled at another temperature; q0 and q1 right at every k, q2 from k = 4.
+    cool = [{**sc_record(i, preds, target), "method": "sc-cool", "decoder": "sc-rollout-temperature"}
+            for i, (preds, target) in enumerate([(["7", "7", "7", "7"], 7.0), (["6", "6", "5", "6"], 6.0),
+                                                 (["3", "4", "4", "4"], 4.0)])]
+    records = RECORDS + cool
+    assert sc_ks(records, label="sc-cool") == [1, 2, 4]
+    points = curve_table(records, "demo", ["sc", "sc-cool", "mfs"])
+    assert [(p.summary.method, p.sc_curve) for p in points] == [
+        ("sc@1", "sc"), ("sc@2", "sc"), ("sc@4", "sc"), ("sc-cool@1", "sc-cool"), ("sc-cool@2", "sc-cool"),
+        ("sc-cool@4", "sc-cool"), ("mfs", None)]
+    assert [p.summary.correct for p in points if p.sc_curve == "sc-cool"] == [2, 2, 3]  # q2: k = 2 ties, the first wins
+    assert (points[-1].sc_label, points[-1].sc_summary.correct) == ("sc@2", 2)
