@@ -43,6 +43,32 @@ fixed here, before any run:
   default stays. Intervals, paired counts and McNemar p are reported; they do not enter the rule.
 * The verdict is a recommendation to the lead engineer, who decides on the default; the next
   measurement is on a held-out set no decoder has seen (``demo-fresh2``).
+
+Third tuning: the rollout temperature (written 2026-11-26 10:25 UTC, after the first batch
+below and before the second)
+-------------------------------------------------------------------------------------------
+
+The test bed's statistics say where the accuracy is lost: a sample at T = 0.7 is right 49.6% of
+the time and greedy 66.5% (slips in the arithmetic), and F separates right from wrong samples
+(within-question AUROC 0.83). MFS samples its *candidates* to explore, but its foresight rollouts
+and final completions are only there to estimate a path's value and to answer, and at T = 0.7
+they re-introduce the slips the search just pruned. ``rollout_temperature`` (an existing setting,
+None = ``temperature``) cools them. Exploratory runs on the tuning questions 0-199, same setup as
+above, each ``--method 'label:mfs:field=value'``:
+
+* first batch (seen before this was written): ``rollout_temperature`` 0.3 and 0.5, and each
+  with ``aggregation="best_quality"``; SC at T = 0.5 and 0.3 (k <= 16, runs of their own).
+* second batch: ``rollout_temperature`` 0.4 and 0.6; 0.5 with ``convergence_min_paths=2`` (and
+  with the answer stop); ``temperature=0.5`` for candidates and rollouts alike.
+
+The rule for the default, fixed before the second batch's results: among the
+``rollout_temperature`` values measured with every other setting at its default, keep the one
+with the most correct tuning answers at no more than 1.05x the default's output tokens per
+question (equal counts: the larger temperature, the smaller change); it replaces the default
+only with at least 3 more correct answers than the default's 145 and with SC's curves (T = 0.7,
+0.5, 0.3) no higher at its tokens. Deeper searches (``convergence_min_paths=2``) are points of
+MFS's own curve, not candidates for the default. The held-out measurement is then one run on
+``demo-fresh2``, which no decoder has seen.
 """
 
 from __future__ import annotations
