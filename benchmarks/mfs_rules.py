@@ -44,7 +44,7 @@ fixed here, before any run:
 * The verdict is a recommendation to the lead engineer, who decides on the default; the next
   measurement is on a held-out set no decoder has seen (``demo-fresh2``).
 
-Third tuning: the rollout temperature (written 2026-11-26 10:25 UTC, after the first batch
+Third tuning: the rollout temperature (written 2026-11-26 10:00 UTC, after the first batch
 below and before the second)
 -------------------------------------------------------------------------------------------
 
