@@ -187,6 +187,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="an extra method, 'label:decoder:field=value;field=value' (repeatable)")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--split", default="tuning", help="the plot title's name of the questions (tuning, held out)")
     args = parser.parse_args(argv)
 
     settings = MFSSettings(backend=args.backend, step_beam_size=args.step_beam_size, num_rollouts=args.num_rollouts,
@@ -212,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
     print(table)
     (args.out / "curve.md").write_text(table + "\n", encoding="utf-8")
     plot_curve(points, args.out / "accuracy_vs_tokens.png", title=f"{data.name} {args.offset}-"
-               f"{args.offset + len(data.examples) - 1}, tuning")
+               f"{args.offset + len(data.examples) - 1}, {args.split}")
     sc_points = [(p.summary.mean_output_tokens, p.summary.accuracy) for p in points if p.sc_curve == "sc"]
     print("\nmargin over SC at equal tokens (accuracy minus SC interpolated in log tokens):")
     margins = []

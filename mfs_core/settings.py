@@ -391,10 +391,12 @@ class MFSSettings(BaseSettings):
         "M (release: 0.6).",
     )
     rollout_temperature: float | None = Field(
-        default=None, gt=0.0, le=10.0,
-        description="Ablation (no decoder variant sets it). Sampling temperature of MFS's foresight rollouts and "
-        "completions, in (0, 10] (None: 'temperature'; the release samples them at the backend default 1.0 and its "
-        "steps at its configured temperature).",
+        default=0.5, gt=0.0, le=10.0,
+        description="Ablation (decoder variants `mfs-same-temperature`, `mfs-paper`, `mfs-shared`, `mfs-reuse-only`, "
+        "`mfs-share-reuse` set None). Sampling temperature of MFS's foresight rollouts and final completions, in "
+        "(0, 10]; the candidate steps keep 'temperature'. 0.5 since issue 35 (chosen on tuning questions: cooler "
+        "rollouts re-introduce fewer slips into the paths the search pruned); None: 'temperature', the paper's "
+        "search (the release samples them at the backend default 1.0 and its steps at its configured temperature).",
     )
     aggregation: Literal["majority", "best_quality"] = Field(
         default="majority",

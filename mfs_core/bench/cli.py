@@ -145,9 +145,10 @@ def _sc_k(text: str | None, methods: list[str]) -> int | str | None:
 
 def bench(
     dataset: Annotated[str, typer.Option(help="gsm8k | math500 | gpqa | reclor | logiqa | arc-c | demo | demo-fresh | demo-fresh2, or a JSON file.")],
-    methods: Annotated[str, typer.Option(help="Comma-separated: cot, sc, phi, phi-release, mfs, mfs-no-stop, mfs-no-prune, mfs-converged-rollouts, "
-                                       "mfs-paper, mfs-reuse-only, mfs-share-reuse, mfs-shared, mfs-rollout-vote, mfs-answer-stop, "
-                                       "mfs-min-paths, mfs-weighted-vote, mfs-weighted-answer-stop.")] = "cot,sc,phi,mfs",
+    methods: Annotated[str, typer.Option(help="Comma-separated: cot, sc, sc-rollout-temperature, phi, phi-release, mfs, mfs-no-stop, "
+                                       "mfs-no-prune, mfs-converged-rollouts, mfs-paper, mfs-reuse-only, mfs-share-reuse, mfs-shared, "
+                                       "mfs-rollout-vote, mfs-answer-stop, mfs-min-paths, mfs-same-temperature, mfs-weighted-vote, "
+                                       "mfs-weighted-answer-stop.")] = "cot,sc,phi,mfs",
     limit: Annotated[Optional[int], typer.Option(help="Only N questions (from --offset on).")] = None,
     offset: Annotated[int, typer.Option(help="Skip the first N questions of the set (e.g. ones used for tuning).")] = 0,
     model: Annotated[Optional[str], typer.Option(help="Model name or local path (default: 'mfs-demo').")] = None,

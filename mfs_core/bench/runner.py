@@ -46,7 +46,7 @@ RECORDS_FILE = "records.jsonl"
 CONFIG_FILE = "config.json"
 _VOTING_DECODERS = {
     "sc", "sc-rollout-temperature", "mfs", "mfs-no-stop", "mfs-no-prune", "mfs-converged-rollouts", "mfs-paper", "mfs-reuse-only", "mfs-share-reuse",
-    "mfs-shared", "mfs-rollout-vote", "mfs-answer-stop", "mfs-min-paths", "mfs-weighted-vote", "mfs-weighted-answer-stop",
+    "mfs-shared", "mfs-rollout-vote", "mfs-answer-stop", "mfs-min-paths", "mfs-same-temperature", "mfs-weighted-vote", "mfs-weighted-answer-stop",
 }
 _CONFIG_KEYS = ("dataset", "kind", "model", "settings")
 SC_DECODERS = frozenset({"sc", "sc-rollout-temperature"})

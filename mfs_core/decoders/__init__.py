@@ -23,9 +23,11 @@ __all__ = ["DECODERS", "SELECTING_DECODERS", "Decoder", "DecoderFactory", "get_d
 
 DecoderFactory = Callable[[str, MFSSettings], Decoder]
 
-PAPER_RULES = {"vote_rollouts": False, "answer_stop_confidence": None, "convergence_min_paths": 1}
-"""The rules of issue 35 switched off: the paper's vote over the kept beams and its convergence stop alone.
-``mfs-paper`` (and ``mfs-shared``, issue 24's default: one foresight estimate per distinct path) run under them."""
+PAPER_RULES = {"vote_rollouts": False, "answer_stop_confidence": None, "convergence_min_paths": 1,
+               "rollout_temperature": None}
+"""The rules of issue 35 switched off: the paper's vote over the kept beams, its convergence stop alone, and
+rollouts sampled at the candidates' temperature. ``mfs-paper`` (and ``mfs-shared``, issue 24's default: one
+foresight estimate per distinct path) run under them."""
 
 DECODERS: dict[str, DecoderFactory] = {
     "mfs": decode_mfs,
@@ -42,6 +44,7 @@ DECODERS: dict[str, DecoderFactory] = {
     "mfs-rollout-vote": with_overrides(decode_mfs, "mfs-rollout-vote", vote_rollouts=True, answer_stop_confidence=0.95),
     "mfs-answer-stop": with_overrides(decode_mfs, "mfs-answer-stop", answer_stop_confidence=0.95),
     "mfs-min-paths": with_overrides(decode_mfs, "mfs-min-paths", convergence_min_paths=2),
+    "mfs-same-temperature": with_overrides(decode_mfs, "mfs-same-temperature", rollout_temperature=None),
     "mfs-weighted-vote": with_overrides(decode_mfs, "mfs-weighted-vote", vote_rollouts="weighted"),
     "mfs-weighted-answer-stop": with_overrides(decode_mfs, "mfs-weighted-answer-stop", vote_rollouts="weighted",
                                                answer_stop_confidence=0.95),

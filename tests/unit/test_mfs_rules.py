@@ -98,10 +98,27 @@ def test_convergence_needs_two_distinct_paths_with_convergence_min_paths():
     assert compared.text.startswith("a\nx\n")
 
 
-def test_the_rules_are_off_by_default_and_on_in_their_variants():
+def test_only_the_cooler_rollouts_are_on_by_default():
     settings = MFSSettings()
     assert (settings.vote_rollouts, settings.answer_stop_confidence, settings.convergence_min_paths) == (False, None, 1)
-    assert PAPER_RULES == {"vote_rollouts": False, "answer_stop_confidence": None, "convergence_min_paths": 1}
+    assert (settings.temperature, settings.rollout_temperature) == (0.7, 0.5)
+    assert PAPER_RULES == {"vote_rollouts": False, "answer_stop_confidence": None, "convergence_min_paths": 1,
+                           "rollout_temperature": None}
+
+
+@pytest.mark.parametrize(("method", "rollout_temperature"), [
+    ("mfs", 0.5), ("mfs-same-temperature", 0.7), ("mfs-paper", 0.7), ("mfs-shared", 0.7), ("mfs-min-paths", 0.5)])
+def test_candidates_sample_at_temperature_and_rollouts_at_rollout_temperature(method, rollout_temperature):
+    steps = {"Q:": [("1 + 1 = 2", -0.1), ("1 + 1 = 3", -0.9)],
+             "Q:1 + 1 = 2\n": [("The answer is 2.", -0.1, END)] * 2, "Q:1 + 1 = 3\n": [("The answer is 3.", -0.2, END)] * 2}
+    rollouts = {"Q:1 + 1 = 2\n": ("The answer is 2.", -0.1), "Q:1 + 1 = 3\n": ("The answer is 3.", -0.4)}
+    backend = scripted_steps(steps, rollouts)
+    settings = MFSSettings(step_beam_size=1, num_rollouts=2, width_pruning=False, max_steps=2)
+    result = MFSEngine(backend, settings).decode_prompts(["Q:"], method=method)[0]
+    assert result.method == method
+    candidates = {r.temperature for r in backend.requests if r.stop == STEP_STOP}
+    rollouts_and_completions = {r.temperature for r in backend.requests if r.stop != STEP_STOP}
+    assert candidates == {0.7} and rollouts_and_completions == {rollout_temperature}
 
 
 def test_bad_rule_settings_name_the_value_and_range():
