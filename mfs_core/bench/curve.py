@@ -215,7 +215,7 @@ def plot_curve(points: Sequence[CurvePoint], path: str | Path, title: str = "") 
         for i, p in enumerate(q for q in points if not q.is_sc):
             r = p.summary
             acc, err = bar(r)
-            ax.errorbar([r.mean_output_tokens], [acc], yerr=err, fmt=markers[i % len(markers)], color=colors(i % 10),
+            ax.errorbar([r.mean_output_tokens], [acc], yerr=err, fmt=markers[(i + i // 10) % len(markers)], color=colors(i % 10),
                         markersize=7, capsize=3, label=f"{r.method}: {acc:.1f}%, {r.mean_output_tokens:,.0f} tok/q")
         ax.set_xscale("log")
         ax.set_xlabel("output tokens per question (log scale)")

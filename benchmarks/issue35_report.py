@@ -1,0 +1,113 @@
+"""The tables of issue 35 from a finished run's records: no decoding, only reading.
+
+Reads ``records.jsonl`` and ``config.json`` of an ``mfs bench`` / ``benchmarks/mfs_rules.py``
+output directory and prints, in Markdown:
+
+* one row per method: accuracy with its 95% Wilson interval, output tokens per question,
+  total FLOPs and FLOPs per question relative to φ's (``phi`` records of the same run, on the
+  questions φ ran), mean steps and stop reasons; for every method that is not self-consistency,
+  SC at the k that spends its tokens (:func:`mfs_core.bench.curve.matched_k`) on each SC curve
+  of the run (``sc``, and ``sc-rollout-temperature`` when it ran), with the paired counts and
+  the exact McNemar p;
+* the SC curves' points (k = 1, 2, 4, ...), from the same records;
+* ``mfs`` against every other method, question by question (exact McNemar).
+
+It also writes the accuracy-tokens plot (:func:`mfs_core.bench.curve.plot_curve`) with every SC
+curve. Usage::
+
+    python benchmarks/issue35_report.py bench-results/issue35-fresh2 --title "demo-fresh2, held out"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from mfs_core.bench.curve import curve_records, curve_table, matched_k, plot_curve, sc_methods
+from mfs_core.bench.report import paired_comparisons, summarize
+
+
+def load_run(out_dir: Path) -> tuple[list[dict[str, Any]], str]:
+    """``(records, scoring kind)`` of a bench output directory.
+
+    Raises:
+        FileNotFoundError: no ``records.jsonl`` or ``config.json`` there.
+    """
+    records = [json.loads(line) for line in (out_dir / "records.jsonl").read_text(encoding="utf-8").splitlines()
+               if line.strip()]
+    kind = json.loads((out_dir / "config.json").read_text(encoding="utf-8"))["kind"]
+    return records, kind
+
+
+def _p(value: float) -> str:
+    return "< 0.001" if value < 0.001 else f"= {value:.3f}"
+
+
+def versus_curve(records: list[dict[str, Any]], kind: str, method: str, tokens: float, curve: str) -> str:
+    """``"k = 8: 68.2% · 48 / 42 · p = 0.598"``: SC of ``curve`` at ``method``'s tokens, paired."""
+    held = [r for r in records if r["method"] == curve]
+    k = matched_k(tokens, held)
+    if k is None:
+        return ""
+    matched = curve_records(held, kind, [k], curve)
+    pool = [r for r in records if r["method"] == method] + matched
+    paired = next(iter(paired_comparisons(pool, method)))
+    sc_row = summarize(matched, [f"{curve}@{k}"])[0]
+    return (f"k = {k}: {100 * sc_row.accuracy:.1f}% · {paired.only_method} / {paired.only_other} · "
+            f"p {_p(paired.p_value)}")
+
+
+def report(records: list[dict[str, Any]], kind: str) -> str:
+    """The Markdown tables described in the module docstring."""
+    curves = sc_methods(records)
+    labels = list(dict.fromkeys(r["method"] for r in records))
+    phi = summarize(records, ["phi"]) if any(r["method"] == "phi" for r in records) else []
+    phi_flops = phi[0].total_flops / phi[0].questions if phi else None
+    head = ("| method | accuracy % | 95% CI | correct | out tokens/q | total FLOPs | FLOPs/q ÷ φ's | "
+            + " | ".join(f"{c} at its tokens: acc · only it / only SC · McNemar" for c in curves)
+            + " | mean steps | stop reasons |")
+    lines = [head, "|" + " --- |" * (9 + len(curves))]
+    for row in summarize(records, [m for m in labels if m not in curves]):
+        mine = [r for r in records if r["method"] == row.method and r.get("error") is None]
+        steps = [r["steps"] for r in mine if r.get("steps") is not None]
+        reasons = Counter(r["stop_reason"] for r in mine if r.get("stop_reason"))
+        ratio = f"{row.total_flops / row.questions / phi_flops:.2f}" if phi_flops else ""
+        versus = [versus_curve(records, kind, row.method, row.mean_output_tokens, c) for c in curves]
+        mean_steps = f"{sum(steps) / len(steps):.2f}" if steps and row.method not in ("cot",) else ""
+        lines.append(
+            f"| {row.method} | {100 * row.accuracy:.1f} | {100 * row.accuracy_low:.1f}-{100 * row.accuracy_high:.1f} | "
+            f"{row.correct}/{row.questions} | {row.mean_output_tokens:,.0f} | {row.total_flops:.3e} | {ratio} | "
+            + " | ".join(versus) + f" | {mean_steps} | "
+            + ", ".join(f"{k} {v}" for k, v in reasons.most_common()) + " |")
+    lines += ["", "| SC curve point | accuracy % | 95% CI | correct | out tokens/q |", "| --- | --- | --- | --- | --- |"]
+    for point in curve_table(records, kind, curves):
+        if point.is_sc:
+            r = point.summary
+            lines.append(f"| {r.method} | {100 * r.accuracy:.1f} | {100 * r.accuracy_low:.1f}-{100 * r.accuracy_high:.1f} "
+                         f"| {r.correct}/{r.questions} | {r.mean_output_tokens:,.0f} |")
+    if any(r["method"] == "mfs" for r in records):
+        lines += ["", "`mfs` question by question against every other method (only `mfs` / only the other, "
+                  "exact McNemar p, on the questions both ran):", ""]
+        lines += [f"- {c.other}: {c.only_method} / {c.only_other}, p {_p(c.p_value)}"
+                  for c in paired_comparisons(records, "mfs")]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Print the report of a run directory and write its plot beside the records."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path, help="the run's output directory")
+    parser.add_argument("--title", default="", help="the plot's title")
+    parser.add_argument("--plot", type=Path, default=None, help="plot path (default: OUT/accuracy_vs_tokens.png)")
+    args = parser.parse_args(argv)
+    records, kind = load_run(args.out)
+    print(report(records, kind))
+    labels = list(dict.fromkeys(r["method"] for r in records))
+    plot_curve(curve_table(records, kind, labels), args.plot or args.out / "accuracy_vs_tokens.png", title=args.title)
+
+
+if __name__ == "__main__":
+    main()

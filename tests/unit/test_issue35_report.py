@@ -1,0 +1,43 @@
+"""benchmarks/issue35_report.py: the issue-35 tables read from hand-made records."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+from tests.unit.test_bench_curve import RECORDS, method_record, sc_record
+
+
+def _report_module():
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "issue35_report.py"
+    spec = importlib.util.spec_from_file_location("issue35_report", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(tmp_path, records):
+    (tmp_path / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    (tmp_path / "config.json").write_text(json.dumps({"kind": "demo"}), encoding="utf-8")
+    return tmp_path
+
+
+def test_each_search_is_paired_with_every_sc_curve_at_its_tokens(tmp_path):
+    module = _report_module()
+    # a cooler SC run: right on q0 and q1 at every k, q2 from k = 4; phi: 1000 tokens/q on q0, q1
+    cool = [{**sc_record(i, preds, target), "method": "sc-rollout-temperature", "decoder": "sc-rollout-temperature"}
+            for i, (preds, target) in enumerate([(["7"] * 4, 7.0), (["6", "6", "5", "6"], 6.0),
+                                                 (["3", "4", "4", "4"], 4.0)])]
+    phi = [method_record("phi", 0, False, 1000.0), method_record("phi", 1, True, 1000.0)]
+    records, kind = module.load_run(_run(tmp_path, RECORDS + cool + phi))
+    text = module.report(records, kind)
+    # mfs: 200 tok/q = k 2 on both curves; sc@2 right on q0, q2; the cool curve's k = 2 on q0, q1
+    # (mfs is right on q0, q1): 1 / 1 against sc, 0 / 0 against the cooler SC; 600 tokens = 3.6e6 FLOPs at 1,000
+    # parameters; FLOPs per question 200 / 1000 of phi's.
+    assert ("| mfs | 66.7 | 20.8-93.9 | 2/3 | 200 | 3.600e+06 | 0.20 | k = 2: 66.7% · 1 / 1 · p = 1.000 | "
+            "k = 2: 66.7% · 0 / 0 · p = 1.000 | 2.00 | converged 3 |") in text
+    assert "| sc-rollout-temperature@4 | 100.0 | 43.9-100.0 | 3/3 | 400 |" in text
+    assert "- phi: 1 / 0, p = 1.000" in text  # on the two questions phi ran (mfs right on q0, phi not)
+    module.main([str(tmp_path), "--title", "t"])
+    assert (tmp_path / "accuracy_vs_tokens.png").stat().st_size > 1000
