@@ -215,6 +215,8 @@ def main(argv: list[str] | None = None) -> None:
     plot_curve(points, args.out / "accuracy_vs_tokens.png", title=f"{data.name} {args.offset}-"
                f"{args.offset + len(data.examples) - 1}, {args.split}")
     sc_points = [(p.summary.mean_output_tokens, p.summary.accuracy) for p in points if p.sc_curve == "sc"]
+    if not sc_points:  # this invocation ran no plain SC (e.g. only sc-rollout-temperature): no margins
+        return
     print("\nmargin over SC at equal tokens (accuracy minus SC interpolated in log tokens):")
     margins = []
     for p in points:
