@@ -430,6 +430,12 @@ class MFSSettings(BaseSettings):
         return self
 
     @property
+    def rollout_sampling_temperature(self) -> float:
+        """The temperature foresight rollouts and final completions are sampled at:
+        ``rollout_temperature``, or ``temperature`` when that is None (the paper's search)."""
+        return self.rollout_temperature if self.rollout_temperature is not None else self.temperature
+
+    @property
     def backend_settings(self) -> BackendSettings:
         """The fields that choose, load and reach the model (:data:`BACKEND_FIELDS`), frozen and hashable.
 

@@ -44,13 +44,14 @@ logger = logging.getLogger(__name__)
 
 RECORDS_FILE = "records.jsonl"
 CONFIG_FILE = "config.json"
-_VOTING_DECODERS = {
-    "sc", "sc-rollout-temperature", "mfs", "mfs-no-stop", "mfs-no-prune", "mfs-converged-rollouts", "mfs-paper", "mfs-reuse-only", "mfs-share-reuse",
-    "mfs-shared", "mfs-rollout-vote", "mfs-answer-stop", "mfs-min-paths", "mfs-same-temperature", "mfs-weighted-vote", "mfs-weighted-answer-stop",
-}
-_CONFIG_KEYS = ("dataset", "kind", "model", "settings")
 SC_DECODERS = frozenset({"sc", "sc-rollout-temperature"})
 """Self-consistency decoders: ``--sc-k`` sets their k and their records keep every sample's answer."""
+_VOTING_DECODERS = SC_DECODERS | {
+    "mfs", "mfs-no-stop", "mfs-no-prune", "mfs-converged-rollouts", "mfs-paper", "mfs-reuse-only", "mfs-share-reuse",
+    "mfs-shared", "mfs-rollout-vote", "mfs-answer-stop", "mfs-min-paths", "mfs-same-temperature", "mfs-weighted-vote",
+    "mfs-weighted-answer-stop",
+}
+_CONFIG_KEYS = ("dataset", "kind", "model", "settings")
 
 
 @dataclass(frozen=True)
@@ -195,18 +196,16 @@ def _record(method: BenchMethod, example: Example, future: Future, kind: str, se
                 "output_tokens": 0, "prompt_tokens": 0, "flops": 0.0}
     result: DecodeResult = future.result()
     prediction, correct = score_result(kind, result, example.target, settings, method.decoder, example.question)
-    if method.decoder in SC_DECODERS:  # each sample's answer, in sampling order: SC at every k <= sc_k (bench.curve)
-        record["sample_predictions"] = [
+    if method.decoder in _VOTING_DECODERS:
+        # Each voted path's answer and F, in order. SC's ("sample_*") give SC at every k <= sc_k
+        # (bench.curve); a search's ("completion_*") let other final votes be scored from the records.
+        prefix = "sample" if method.decoder in SC_DECODERS else "completion"
+        record[f"{prefix}_predictions"] = [
             extract_prediction(kind, text, example.target, example.question) for text in result.completions
         ]
-        record["sample_qualities"] = [round(q, 6) for q in result.completion_qualities]
-    elif method.decoder in _VOTING_DECODERS:  # the voted paths' answers and F: other votes scored offline
-        record["completion_predictions"] = [
-            extract_prediction(kind, text, example.target, example.question) for text in result.completions
-        ]
-        record["completion_qualities"] = [round(q, 6) for q in result.completion_qualities]
+        record[f"{prefix}_qualities"] = [round(q, 6) for q in result.completion_qualities]
         if result.completion_weights:
-            record["completion_weights"] = [round(w, 6) for w in result.completion_weights]
+            record[f"{prefix}_weights"] = [round(w, 6) for w in result.completion_weights]
     return {
         **record, "error": None, "prediction": prediction, "correct": correct, "answer": result.answer,
         "vote_share": result.vote_share, "stop_reason": result.stop_reason, "steps": len(result.steps),

@@ -108,9 +108,8 @@ def decode_sc_rollout_temperature(
     Returns:
         The :class:`DecodeResult`, ``stop_reason="sampled"``, ``method="sc-rollout-temperature"``.
     """
-    temperature = settings.rollout_temperature if settings.rollout_temperature is not None else settings.temperature
     result: DecodeResult = yield from decode_self_consistency(
-        prompt, settings.model_copy(update={"temperature": temperature}), answer_key)
+        prompt, settings.model_copy(update={"temperature": settings.rollout_sampling_temperature}), answer_key)
     return dataclasses.replace(result, method="sc-rollout-temperature")
 
 

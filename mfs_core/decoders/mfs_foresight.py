@@ -133,11 +133,10 @@ def foresight_requests(
 ) -> list[GenerationRequest]:
     """Step 4's new rollouts: ``missing[g]`` rollouts from ``prompt + paths[g] + delimiter`` to the
     end marker for each group g that lacks any; one seed drawn per request, in group order."""
-    temperature = s.rollout_temperature if s.rollout_temperature is not None else s.temperature
     return [
         GenerationRequest(
             prompt=prompt + path + s.step_delimiter, n=n, max_tokens=s.max_answer_tokens, stop=(s.end_marker,),
-            temperature=temperature, top_p=s.top_p, seed=request_seed(rng),
+            temperature=s.rollout_sampling_temperature, top_p=s.top_p, seed=request_seed(rng),
         )
         for path, n in zip(paths, missing) if n > 0
     ]

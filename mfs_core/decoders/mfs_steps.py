@@ -227,10 +227,10 @@ def own_rollouts(beams: Sequence[Beam]) -> list[bool]:
 def completion_requests(prompt: str, beams: Sequence[Beam], s: MFSSettings, rng: np.random.Generator) -> list[GenerationRequest]:
     """Step 8's requests for beams without their own rollout: ``copies`` samples of each to the end
     marker; one seed drawn per beam, in order."""
-    temperature = s.rollout_temperature if s.rollout_temperature is not None else s.temperature
     return [
         GenerationRequest(prompt=prompt + beam.text, n=beam.copies, max_tokens=s.max_answer_tokens,
-                          stop=(s.end_marker,), temperature=temperature, top_p=s.top_p, seed=request_seed(rng))
+                          stop=(s.end_marker,), temperature=s.rollout_sampling_temperature, top_p=s.top_p,
+                          seed=request_seed(rng))
         for beam in beams
     ]
 
