@@ -68,6 +68,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from mfs_core.confidence import lowest_group_mean, token_confidence  # one implementation: the deepconf decoder's
 from testbed.evaluate import _lines, wilson_interval
 
 __all__ = ["CANDIDATES", "TOP_K", "TUNING_QUESTIONS", "Sample", "auroc", "candidate_scores",
@@ -97,40 +98,6 @@ class Sample:
     first_step: str
     logprobs: list[float]
     confidences: list[float]
-
-
-def token_confidence(top_logprobs: Sequence[float]) -> float:
-    """DeepConf's token confidence ``-(1/k) sum_j log P(j)`` of the ``k`` top log-probs (nats).
-
-    Raises:
-        ValueError: ``top_logprobs`` is empty.
-    """
-    if not top_logprobs:
-        msg = "token_confidence needs at least one log-prob, got none"
-        raise ValueError(msg)
-    return -sum(top_logprobs) / len(top_logprobs)
-
-
-def lowest_group_mean(values: Sequence[float], window: int) -> float:
-    """The lowest mean of ``values`` over a sliding window of ``window`` consecutive entries
-    (DeepConf's lowest group confidence); the mean of all when there are fewer; NaN when empty.
-
-    Raises:
-        ValueError: ``window`` < 1.
-    """
-    if window < 1:
-        msg = f"window must be >= 1, got {window}"
-        raise ValueError(msg)
-    if not values:
-        return math.nan
-    if len(values) <= window:
-        return sum(values) / len(values)
-    running = sum(values[:window])
-    lowest = running
-    for i in range(window, len(values)):
-        running += values[i] - values[i - window]
-        lowest = min(lowest, running)
-    return lowest / window
 
 
 def tail_mean(values: Sequence[float], tail: int) -> float:
