@@ -109,6 +109,11 @@ class GenerationRequest:
             every backend (transformers: xgrammar's matcher, raw log-probs reported; vLLM:
             structured outputs; HTTP: the server's ``structured_outputs`` field; both
             report the constrained tokens' log-probs renormalised over the allowed tokens).
+        top_logprobs: ``k``, how many of the most likely raw log-probs each sampled position
+            reports, reduced to :attr:`Continuation.token_confidences` (DeepConf's token
+            confidence, :func:`mfs_core.confidence.token_confidence`); 0, the default, asks for
+            none (mirrors vLLM ``SamplingParams(logprobs=k)``; vLLM's engine allows k <= its
+            ``max_logprobs``, 20 by default).
     """
 
     prompt: str
@@ -121,6 +126,7 @@ class GenerationRequest:
     greedy: bool = False
     triggered_choice: TriggeredChoice | None = None
     grammar: RequestGrammar | None = None
+    top_logprobs: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.prompt, str):
@@ -137,6 +143,9 @@ class GenerationRequest:
             raise ValueError(msg)
         if not 0 < self.top_p <= 1:
             msg = f"top_p must be in (0, 1], got {self.top_p}"
+            raise ValueError(msg)
+        if self.top_logprobs < 0:
+            msg = f"top_logprobs must be >= 0, got {self.top_logprobs}"
             raise ValueError(msg)
         object.__setattr__(self, "stop", tuple(self.stop))
 
@@ -156,6 +165,10 @@ class Continuation:
         stop_reason: the stop string that ended the text (as vLLM's ``stop_reason``),
             None unless ``finish_reason == "stop"``.
         prompt_tokens: tokens of the request's prompt (the same for its ``n`` continuations).
+        token_confidences: one per token of ``token_ids`` when the request asked for
+            ``top_logprobs = k > 0``: DeepConf's token confidence ``-(1/k) sum_{j<=k} log P(j)``
+            over the ``k`` largest raw (temperature-1) log-probs at that position (nats,
+            :func:`mfs_core.confidence.token_confidence`); empty otherwise.
     """
 
     text: str
@@ -164,6 +177,7 @@ class Continuation:
     finish_reason: FinishReason
     stop_reason: str | None = None
     prompt_tokens: int = 0
+    token_confidences: tuple[float, ...] = ()
 
     @property
     def num_tokens(self) -> int:
@@ -201,6 +215,10 @@ class Candidate:
         parent_quality: ``F_{t-1}`` of its parent beam (nats); None at t = 0 (the root has none).
         parent_step_logprob: step log-prob of its parent beam's last step (nats; the
             ``baseline="parent_step"`` baseline); None at t = 0.
+        answer: the answer read from ``text`` by a decoder that votes on whole samples (ESC,
+            DeepConf; None: none stated, or not recorded).
+        confidence: DeepConf's score of the sample, its lowest group confidence (nats); None
+            for other decoders.
     """
 
     beam_index: int
@@ -219,6 +237,8 @@ class Candidate:
     reused_rollouts: int = 0
     parent_quality: float | None = None
     parent_step_logprob: float | None = None
+    answer: str | None = None
+    confidence: float | None = None
 
 
 @dataclass
@@ -239,6 +259,10 @@ class StepTrace:
             ``candidates`` of the candidate it extends (the next step's
             ``Candidate.beam_index`` indexes this list); empty where a decoder does not
             record it (φ-Decoding) and in traces written before it existed.
+        note: a decoder's own account of a step that these fields do not describe, one line
+            (ESC: the window's answers and the unanimity test; DeepConf: the threshold, the
+            traces stopped under it and the consensus share); empty for MFS and φ-Decoding.
+            :func:`mfs_core.trace.format_trace` and :func:`mfs_core.events.step_summary` show it.
     """
 
     step: int
@@ -251,6 +275,7 @@ class StepTrace:
     stop_epsilon: float | None = None
     converged: bool = False
     beam_sources: list[int] = field(default_factory=list)
+    note: str = ""
 
     @property
     def num_pruned(self) -> int:
@@ -271,7 +296,8 @@ class DecodeResult:
             ``"finished_pool_full"`` (the finished pool reached M paths while candidates were
             still open), ``"max_steps"``, ``"blank_steps"`` (every candidate of a step stayed a
             blank line); CoT ``"greedy"``, self-consistency ``"sampled"``,
-            φ-Decoding ``"cluster_converged"``, ``"identical_rollouts"``, ...
+            φ-Decoding ``"cluster_converged"``, ``"identical_rollouts"``, ...; ESC
+            ``"unanimous_window"``, ``"max_samples"``; DeepConf ``"consensus"``, ``"max_traces"``.
         prompt_tokens: prompt tokens over all generation requests (tokens).
         output_tokens: generated tokens over all requests (tokens).
         flops: ``6 · output_tokens · num_parameters`` (Kaplan et al., as the paper).

@@ -22,7 +22,7 @@ _warned_no_grammar = False  # the missing-xgrammar warning of the answer trigger
 
 __all__ = [
     "MAX_BLANK_LINES", "Decoder", "ask_for_answers", "StepSink", "TokenTally", "decode_rng", "finish_result", "is_blank_step",
-    "prompt_key", "report_step", "request_seed", "sample_steps", "step_sink",
+    "prompt_key", "report_step", "request_seed", "sample_steps", "step_sink", "vote_summary",
 ]
 
 Decoder = Generator[list[GenerationRequest], list[list[Continuation]], DecodeResult]
@@ -73,6 +73,24 @@ def step_sink(sink: StepSink) -> Iterator[None]:
         _STEP_SINK.reset(token)
 
 
+def vote_summary(answers: Sequence[str | None], weights: Sequence[float] | None = None) -> str:
+    """The answers of some samples counted, most votes first, for a trace note.
+
+    Example:
+        ``vote_summary(["7", "12", "7", None])`` is ``"7 ×2, 12 ×1, (no answer) ×1"``; with
+        ``weights=[1.5, 0.5, 1.0, 0.25]`` it is ``"7 ×2 (2.500), 12 ×1 (0.500), (no answer) ×1 (0.250)"``.
+    """
+    counts: dict[str | None, list[float]] = {}
+    for i, answer in enumerate(answers):
+        counts.setdefault(answer, []).append(weights[i] if weights is not None else 1.0)
+    order = sorted(counts, key=lambda a: (a is None, -sum(counts[a]), -len(counts[a])))
+    parts = []
+    for answer in order:
+        part = f"{'(no answer)' if answer is None else answer} ×{len(counts[answer])}"
+        parts.append(part + (f" ({sum(counts[answer]):.3f})" if weights is not None else ""))
+    return ", ".join(parts) if parts else "(none)"
+
+
 def request_seed(rng: np.random.Generator) -> int:
     """A fresh request seed in [0, 2**31) drawn from the decoder's generator."""
     return int(rng.integers(0, 2**31 - 1))
@@ -96,13 +114,14 @@ def is_blank_step(cont: Continuation, end_marker: str) -> bool:
 def _joined(first: Continuation, delimiter: str, rest: Continuation) -> Continuation:
     """``first`` (a blank line), the delimiter that ended it, then ``rest``: one continuation.
 
-    Text ``first.text + delimiter + rest.text``; tokens and log-prob sums add; the finish
-    and stop reasons are ``rest``'s; the prompt tokens ``first``'s (the step's prompt).
+    Text ``first.text + delimiter + rest.text``; tokens, log-prob sums and token confidences
+    add; the finish and stop reasons are ``rest``'s; the prompt tokens ``first``'s (the step's prompt).
     """
     return Continuation(
         text=first.text + delimiter + rest.text, token_ids=first.token_ids + rest.token_ids,
         logprob_sum=first.logprob_sum + rest.logprob_sum, finish_reason=rest.finish_reason,
         stop_reason=rest.stop_reason, prompt_tokens=first.prompt_tokens,
+        token_confidences=first.token_confidences + rest.token_confidences,
     )
 
 
