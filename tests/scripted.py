@@ -46,6 +46,7 @@ def continuation(
     finish_reason: FinishReason = "stop",
     stop_reason: str | None = None,
     prompt_tokens: int = 0,
+    confidences: Sequence[float] | None = None,
 ) -> Continuation:
     """Build a :class:`Continuation` from the numbers a test cares about.
 
@@ -58,14 +59,22 @@ def continuation(
         finish_reason: ``"stop"``, ``"eos"`` or ``"length"``.
         stop_reason: the stop string that ended the text (only with ``"stop"``).
         prompt_tokens: prompt tokens (0: the backend fills in its own count).
+        confidences: per-token DeepConf confidences (nats; ``Continuation.token_confidences``,
+            what a backend reports for a request with ``top_logprobs``); fixes ``num_tokens``
+            as ``logprobs`` does. None: none reported.
 
     Returns:
         The continuation; ``token_ids`` are ``0 .. num_tokens-1``.
 
     Raises:
         ValueError: both ``mean_logprob`` and ``logprobs`` given, or ``num_tokens``
-            disagrees with ``len(logprobs)``.
+            disagrees with ``len(logprobs)`` or ``len(confidences)``.
     """
+    if confidences is not None:
+        if num_tokens is not None and num_tokens != len(confidences):
+            msg = f"num_tokens={num_tokens} but {len(confidences)} confidences were given"
+            raise ValueError(msg)
+        num_tokens = len(confidences)
     if mean_logprob is not None and logprobs is not None:
         msg = "give mean_logprob or logprobs, not both"
         raise ValueError(msg)
@@ -86,6 +95,7 @@ def continuation(
         finish_reason=finish_reason,
         stop_reason=stop_reason,
         prompt_tokens=prompt_tokens,
+        token_confidences=tuple(float(c) for c in confidences) if confidences is not None else (),
     )
 
 

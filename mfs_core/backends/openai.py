@@ -12,9 +12,12 @@ extensions follow vLLM 0.33.0 (``vllm/entrypoints/openai/completion/protocol.py`
 
 Each POST body holds ``model``, ``prompt``, ``n``, ``max_tokens`` (vLLM's default is 16: always
 sent, clamped to the context window when the prompt length is known), ``temperature``,
-``top_p``, ``stop``, ``seed`` and ``logprobs=1`` (a greedy request: ``temperature=0`` and
+``top_p``, ``stop``, ``seed`` and ``logprobs=1`` (``logprobs=k`` for a request with
+``top_logprobs = k``, DeepConf's, whose ``choices[].logprobs.top_logprobs`` become
+``Continuation.token_confidences``: :func:`token_confidences`; a greedy request: ``temperature=0`` and
 ``n=1``, its answer repeated ``n`` times); with ``vllm_extensions`` (default) also
-``return_token_ids=true`` (the sampled token ids come back) and, when the prompt already
+``return_token_ids=true`` (the sampled token ids come back), ``return_tokens_as_token_ids=true``
+for a request with ``top_logprobs`` (its alternatives keyed by token id) and, when the prompt already
 opens with the tokenizer's BOS text, ``add_special_tokens=false`` (no second BOS, as the
 other backends). Log-probs are vLLM's raw ones (its default ``logprobs_mode``); the server's
 own generation-config defaults (``top_k``, ``repetition_penalty``, ...) still apply unless it
@@ -87,7 +90,7 @@ from mfs_core.types import Continuation, FinishReason, GenerationRequest
 
 __all__ = [
     "MissingLogprobsError", "OpenAIBackend", "OpenAIBackendError", "ServerN", "ServerUnreachableError",
-    "SingleSampleError", "assign_replicas", "parse_completion", "sample_seed",
+    "SingleSampleError", "assign_replicas", "parse_completion", "sample_seed", "token_confidences",
 ]
 
 logger = logging.getLogger(__name__)
@@ -262,6 +265,57 @@ def _token_logprobs(choice: dict[str, Any]) -> tuple[list[Any] | None, list[str]
     return None, [], None
 
 
+def _top_logprobs(choice: dict[str, Any]) -> list[list[float]] | None:
+    """The alternatives' log-probs at each position of a choice, in either shape of :func:`_token_logprobs`.
+
+    * Legacy completions: ``logprobs.top_logprobs``, one ``{token: logprob}`` per position. vLLM
+      (``serving.py`` ``_create_completion_logprobs``) writes the sampled token first, then the
+      top ``k``: ``k + 1`` entries when the sampled token is not among them, else ``k``; keyed
+      by text unless ``return_tokens_as_token_ids`` (then ``"token_id:N"``, never merged).
+    * Chat shape: ``logprobs.content[i].top_logprobs``, a list of ``{"token", "logprob"}``.
+
+    Returns None when the choice has neither, or a position has none.
+    """
+    logprobs = choice.get("logprobs") or {}
+    if not isinstance(logprobs, dict):
+        return None
+    if isinstance(logprobs.get("top_logprobs"), list):
+        positions = logprobs["top_logprobs"]
+        if not all(isinstance(p, dict) and p for p in positions):
+            return None
+        return [[float(v) for v in p.values()] for p in positions]
+    content = logprobs.get("content")
+    if isinstance(content, list):
+        tops = [e.get("top_logprobs") if isinstance(e, dict) else None for e in content]
+        if not all(isinstance(t, list) and t and all(isinstance(x, dict) and "logprob" in x for x in t) for t in tops):
+            return None
+        return [[float(x["logprob"]) for x in t] for t in tops]
+    return None
+
+
+def token_confidences(choice: dict[str, Any], k: int, url: str = "") -> tuple[float, ...]:
+    """DeepConf's confidence of each token of a choice: minus the mean of the ``k`` largest
+    alternatives' log-probs at its position (:func:`mfs_core.confidence.token_confidence`).
+
+    The ``k`` largest of what the server sent are vLLM's top ``k`` (the sampled token, when it
+    is sent as a ``k + 1``-th entry, is below them). A server keyed by text may merge two tokens
+    of the same text (fewer than ``k`` values): the mean is then over what came.
+
+    Raises:
+        MissingLogprobsError: no top log-probs, or not one entry per token.
+    """
+    from mfs_core.confidence import token_confidence
+
+    tops = _top_logprobs(choice)
+    tokens, _, _ = _token_logprobs(choice)
+    if tops is None or tokens is None or len(tops) != len(tokens):
+        msg = (f"{url} returned no top log-probs for every token (choices[{choice.get('index')}]) though the request "
+               f"asked logprobs={k}; DeepConf's token confidence needs them (vllm serve returns up to its "
+               "--max-logprobs, 20 by default; Ollama returns none)")
+        raise MissingLogprobsError(msg)
+    return tuple(token_confidence(sorted(values, reverse=True)[:k]) for values in tops)
+
+
 def parse_completion(
     body: Any, request: GenerationRequest, *, url: str = "", prompt_tokens: int | None = None
 ) -> list[Continuation]:
@@ -280,7 +334,8 @@ def parse_completion(
     Raises:
         SingleSampleError: one choice for ``n`` > 1 (a server that ignores ``n``).
         MissingLogprobsError: a choice has no per-token log-probs (in neither shape of
-            :func:`_token_logprobs`) or a null entry.
+            :func:`_token_logprobs`) or a null entry; or, for a request with ``top_logprobs``,
+            no top log-probs for every token (:func:`token_confidences`).
         OpenAIBackendError: no ``choices`` list, a different number of choices than ``n``,
             an unknown ``finish_reason``, or token ids of the wrong length.
     """
@@ -324,9 +379,11 @@ def parse_completion(
             msg = f"{url} returned {len(token_ids)} token ids but {len(token_logprobs)} token log-probs"
             raise OpenAIBackendError(msg)
         finish, stop_reason = _finish(choice, request, tokens)
+        confidences = token_confidences(choice, request.top_logprobs, url) if request.top_logprobs else ()
         results.append(
             Continuation(text=str(choice.get("text", "")), token_ids=token_ids, logprob_sum=float(sum(token_logprobs)),
-                         finish_reason=finish, stop_reason=stop_reason, prompt_tokens=int(prompt_tokens or 0))
+                         finish_reason=finish, stop_reason=stop_reason, prompt_tokens=int(prompt_tokens or 0),
+                         token_confidences=confidences)
         )
     return results * request.n if request.greedy else results
 
@@ -704,9 +761,11 @@ class OpenAIBackend:
             # Greedy: temperature 0 and n=1 (vLLM refuses n > 1 when greedy); the answer is repeated n times.
             n, temperature = (1, 0.0) if request.greedy else (request.n, request.temperature)
             body.update(n=n, max_tokens=max_tokens, temperature=temperature, top_p=request.top_p,
-                        stop=list(request.stop), seed=request.seed, logprobs=1)
+                        stop=list(request.stop), seed=request.seed, logprobs=max(1, request.top_logprobs))
             if self.vllm_extensions:
                 body["return_token_ids"] = True
+                if request.top_logprobs:  # top_logprobs keyed by token id: two tokens of one text stay two
+                    body["return_tokens_as_token_ids"] = True
                 if request.grammar is not None and request.grammar.remote is not None:
                     body["structured_outputs"] = {"structural_tag": request.grammar.remote}
             body.update(self.extra_body)

@@ -8,6 +8,9 @@ splitting a request unless its ``n`` alone exceeds ``batch_size``),
 A ``greedy`` request takes the argmax of the logits at every step (ties to the lowest id).
 Sampling is plain ancestral sampling (no top-k); the log-probabilities reported are the raw
 ones (``log_softmax`` of the unscaled logits, temperature 1), as vLLM reports by default.
+A request with ``top_logprobs = k > 0`` also gets, per sampled token, DeepConf's confidence
+over the ``k`` largest of those raw log-probs (``Continuation.token_confidences``), read from
+the same logits before any grammar, choice mask, temperature or top-p.
 
 A KV cache is kept between tokens; rows that have finished are dropped from it once they
 are a quarter of the batch, so short step candidates do not wait on long rollouts.
@@ -61,7 +64,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +119,8 @@ class _Row:
     stop: tuple[str, ...]
     tokens: list[int]
     logprob_sum: float = 0.0
+    top_logprobs: int = 0  # GenerationRequest.top_logprobs: k of each token's confidence (0: none)
+    confidences: list[float] = field(default_factory=list)
     finish_reason: str | None = None
     stop_reason: str | None = None
     text: str = ""
@@ -325,7 +330,7 @@ class TransformersBackend:
             matcher = self._matcher(request.grammar) if request.grammar is not None else None
             for k in range(request.n):
                 row = _Row(request=r, prompt_tokens=len(ids), max_tokens=min(request.max_tokens, window - len(ids)),
-                           stop=request.stop, tokens=[])
+                           stop=request.stop, tokens=[], top_logprobs=request.top_logprobs)
                 if request.triggered_choice is not None:
                     trigger = request.triggered_choice.trigger
                     row.choice_tail = request.prompt[-(len(trigger) - 1):] if len(trigger) > 1 else ""
@@ -353,7 +358,7 @@ class TransformersBackend:
             results[row.request].append(
                 Continuation(text=row.text, token_ids=tuple(row.tokens), logprob_sum=row.logprob_sum,
                              finish_reason=row.finish_reason, stop_reason=row.stop_reason,
-                             prompt_tokens=row.prompt_tokens)
+                             prompt_tokens=row.prompt_tokens, token_confidences=tuple(row.confidences))
             )
         return results
 
@@ -396,12 +401,15 @@ class TransformersBackend:
                     tokens[index] = torch.multinomial(probs[index], 1, generator=generators[request_index]).squeeze(1)
             chosen = raw.gather(1, tokens.unsqueeze(1)).squeeze(1).tolist()
             token_list = tokens.tolist()
+            confidences = _token_confidences(raw, [rows[i].top_logprobs for i in active])
             for pos, row_index in enumerate(active):
                 row = rows[row_index]
                 if row.finish_reason is not None:
                     continue
                 row.tokens.append(token_list[pos])
                 row.logprob_sum += chosen[pos]
+                if row.top_logprobs:
+                    row.confidences.append(confidences[pos])
                 choice = requests[row.request].triggered_choice
                 if choice is not None:
                     self._advance_choice(row, choice, token_list[pos])
@@ -924,6 +932,23 @@ def _chunks_by_request(rows: list[_Row], batch_size: int) -> list[list[int]]:
     if current:
         chunks.append(current)
     return chunks
+
+
+def _token_confidences(raw: Any, ks: Sequence[int]) -> list[float]:
+    """DeepConf's token confidence of each batch position: ``-(1/k) sum_{j<=k} log P(j)`` over the
+    ``k = ks[pos]`` largest raw log-probs of ``raw`` (``[positions, vocab]``, log-softmax of the
+    unscaled logits), as :func:`mfs_core.confidence.token_confidence` (paper eq. 2,
+    ``deepconf/processors.py:29-34``); 0.0 where ``k`` is 0. One ``topk`` for the batch, only
+    when some position asks."""
+    import torch
+
+    largest = max(ks, default=0)
+    if largest == 0:
+        return [0.0] * len(ks)
+    top = torch.topk(raw, min(largest, raw.shape[-1]), dim=-1).values.double().cumsum(dim=-1)
+    count = torch.tensor([min(k, top.shape[-1]) for k in ks], device=raw.device)
+    sums = top.gather(1, (count - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
+    return [-float(total) / k if k else 0.0 for total, k in zip(sums.tolist(), count.tolist())]
 
 
 def _top_p_filter(probs: Any, top_p: Any) -> Any:

@@ -25,7 +25,9 @@ Why each parameter is sent:
   is not None (``LogprobsProcessor.from_new_request``); 0 asks for no top-k alternatives,
   only the sampled token's log-prob. They are raw (``ModelConfig.logprobs_mode`` defaults to
   ``"raw_logprobs"``: before temperature and top-p), the quantity MFS_SPEC.md needs. An engine
-  started with another ``logprobs_mode`` (through ``vllm_kwargs``) is refused.
+  started with another ``logprobs_mode`` (through ``vllm_kwargs``) is refused. A request with
+  ``top_logprobs = k > 0`` (DeepConf) is sent ``logprobs=k``; its top-k raw log-probs per token
+  become ``Continuation.token_confidences`` (:func:`_token_confidences`).
 * ``seed``: vLLM seeds a per-request generator (``SamplingType.RANDOM_SEED``), so a request's
   samples do not depend on the rest of the batch; MFS always sends one.
 * Prompts are sent as token ids made with the rule of the transformers backend (special
@@ -364,6 +366,9 @@ class VLLMBackend:
         vLLM refuses ``n > 1`` under greedy sampling, and the one continuation is repeated
         ``n`` times on the way back (the ``n`` identical ones the transformers backend returns).
 
+        ``logprobs`` is ``request.top_logprobs`` (0 unless a decoder asks for top-k log-probs:
+        the sampled token's log-prob only, which fills ``cumulative_logprob``).
+
         A request with a remote grammar (``request.grammar.remote``) also gets
         ``structured_outputs=StructuredOutputsParams(structural_tag=remote)``; its log-probs
         then come back renormalised over the tokens the grammar allows (module docstring).
@@ -380,7 +385,7 @@ class VLLMBackend:
         return cls(
             n=1 if request.greedy else request.n, temperature=0.0 if request.greedy else request.temperature,
             top_p=request.top_p,
-            max_tokens=max_tokens, stop=list(request.stop), seed=request.seed, logprobs=0, **extra,
+            max_tokens=max_tokens, stop=list(request.stop), seed=request.seed, logprobs=request.top_logprobs, **extra,
         )
 
     def _structured_outputs(self) -> Any:
@@ -463,12 +468,41 @@ def _continuations(index: int, request: GenerationRequest, output: Any, prompt_l
         msg = f"vLLM returned {len(completions)} outputs for request {index} with n={sent}"
         raise VLLMOutputError(msg)
     prompt_tokens = len(output.prompt_token_ids) if output.prompt_token_ids is not None else prompt_len
-    continuations = [_continuation(index, c, prompt_tokens) for c in completions]
+    continuations = [_continuation(index, c, prompt_tokens, request.top_logprobs) for c in completions]
     return continuations * request.n if request.greedy else continuations
 
 
-def _continuation(index: int, completion: Any, prompt_tokens: int) -> Continuation:
-    """Map one ``CompletionOutput`` (see the module docstring)."""
+def _token_confidences(index: int, completion: Any, k: int) -> tuple[float, ...]:
+    """DeepConf's confidence of each sampled token from ``CompletionOutput.logprobs`` (asked with ``logprobs=k``).
+
+    vLLM returns per position a dict ``token id -> Logprob(logprob, rank)`` holding the sampled
+    token (its vocabulary rank) and the ranks 1..k (``vllm/logprobs.py``
+    ``append_logprobs_for_next_position``): k entries when the sampled token is among the top k,
+    k + 1 when it is not. The entries of rank <= k are the top k, whose mean is the confidence
+    (:func:`mfs_core.confidence.token_confidence`); the authors' ``compute_confidence``
+    (``deepconf/utils.py:48``) averages all entries, the sampled one included.
+
+    Raises:
+        VLLMOutputError: no log-probs, or not one entry per token.
+    """
+    from mfs_core.confidence import token_confidence
+
+    entries = completion.logprobs
+    if entries is None or len(entries) != len(completion.token_ids):
+        got = "none" if entries is None else f"{len(entries)} positions"
+        msg = (f"vLLM returned {got} of top-{k} log-probs for request {index} (output {completion.index}) with "
+               f"{len(completion.token_ids)} tokens; SamplingParams(logprobs={k}) asks one entry per token")
+        raise VLLMOutputError(msg)
+    confidences = []
+    for entry in entries:
+        top = sorted((lp.logprob for lp in entry.values() if lp.rank is not None and lp.rank <= k), reverse=True)
+        confidences.append(token_confidence(top[:k]))
+    return tuple(confidences)
+
+
+def _continuation(index: int, completion: Any, prompt_tokens: int, top_logprobs: int = 0) -> Continuation:
+    """Map one ``CompletionOutput`` (see the module docstring); with ``top_logprobs`` > 0 also its
+    token confidences (:func:`_token_confidences`)."""
     if completion.cumulative_logprob is None:
         msg = (
             f"vLLM returned no cumulative_logprob for request {index} (output {completion.index}); "
@@ -492,4 +526,5 @@ def _continuation(index: int, completion: Any, prompt_tokens: int) -> Continuati
         text=completion.text, token_ids=tuple(int(t) for t in completion.token_ids),
         logprob_sum=float(completion.cumulative_logprob), finish_reason=finish, stop_reason=stop_reason,
         prompt_tokens=prompt_tokens,
+        token_confidences=_token_confidences(index, completion, top_logprobs) if top_logprobs else (),
     )

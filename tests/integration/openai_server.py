@@ -3,8 +3,10 @@
 :class:`CompletionServer` listens on ``127.0.0.1`` (a free port), samples each POST with a
 :class:`~mfs_core.backends.transformers.TransformersBackend` and the request's ``seed``, and
 answers in the JSON shape of ``vllm serve`` 0.33.0 (``CompletionResponse``: ``choices[].text``,
-``logprobs.tokens / token_logprobs / text_offset / top_logprobs``, ``finish_reason``,
-``stop_reason``, ``token_ids`` when ``return_token_ids`` is sent, and ``usage``). GET
+``logprobs.tokens / token_logprobs / text_offset / top_logprobs`` (the sampled token, then the
+request's ``logprobs`` most likely ones; tokens keyed ``token_id:N`` with
+``return_tokens_as_token_ids``), ``finish_reason``, ``stop_reason``, ``token_ids`` when
+``return_token_ids`` is sent, and ``usage``). GET
 ``/v1/models`` returns a model card with ``max_model_len``.
 
 Per-token log-probs are recomputed by one teacher-forced forward pass over prompt + sampled
@@ -64,8 +66,10 @@ class Fault:
     message: str = "injected fault"
 
 
-def teacher_forced_logprobs(backend: TransformersBackend, prompt_ids: list[int], token_ids: tuple[int, ...]) -> tuple[list[float], list[tuple[int, float]]]:
-    """Raw log-prob of each sampled token, and the top-1 ``(token id, log-prob)`` at each position."""
+def teacher_forced_logprobs(backend: TransformersBackend, prompt_ids: list[int], token_ids: tuple[int, ...],
+                            k: int = 1) -> tuple[list[float], list[list[tuple[int, float]]]]:
+    """Raw log-prob of each sampled token, and the top-``k`` ``(token id, log-prob)`` at each position
+    (most likely first)."""
     import torch
 
     if not token_ids:
@@ -75,8 +79,8 @@ def teacher_forced_logprobs(backend: TransformersBackend, prompt_ids: list[int],
         logits = backend.model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float()
     raw = torch.log_softmax(logits, dim=-1)
     chosen = raw.gather(1, torch.tensor(token_ids, device=raw.device).unsqueeze(1)).squeeze(1).tolist()
-    top_values, top_ids = raw.max(dim=-1)
-    return chosen, list(zip(top_ids.tolist(), top_values.tolist()))
+    top_values, top_ids = torch.topk(raw, min(k, raw.shape[-1]), dim=-1)
+    return chosen, [list(zip(i, v)) for i, v in zip(top_ids.tolist(), top_values.tolist())]
 
 
 class CompletionServer:
@@ -188,16 +192,23 @@ class CompletionServer:
         tokenizer = self.backend.tokenizer
         logprobs = None
         if body.get("logprobs") is not None and not no_logprobs:
-            chosen, top = teacher_forced_logprobs(self.backend, prompt_ids, cont.token_ids)
-            tokens = [tokenizer.decode([t]) for t in cont.token_ids]
+            k = max(1, int(body["logprobs"]))
+            chosen, top = teacher_forced_logprobs(self.backend, prompt_ids, cont.token_ids, k)
+            texts = [tokenizer.decode([t]) for t in cont.token_ids]
             offsets, position = [], 0
-            for token in tokens:
+            for text in texts:
                 offsets.append(position)
-                position += len(token)
-            top_logprobs = [
-                {tokenizer.decode([top_id]): top_lp, token: lp}
-                for (top_id, top_lp), token, lp in zip(top, tokens, chosen)
-            ]
+                position += len(text)
+            # vLLM's shape: the sampled token first, then the top k (a second write of the sampled
+            # token keeps its place); keyed by text, or by "token_id:N" with return_tokens_as_token_ids.
+            as_ids = bool(body.get("return_tokens_as_token_ids"))
+            key = (lambda t: f"token_id:{t}") if as_ids else (lambda t: tokenizer.decode([t]))
+            tokens = [key(t) for t in cont.token_ids]
+            top_logprobs = []
+            for token_id, lp, alternatives in zip(cont.token_ids, chosen, top):
+                entry = {key(token_id): lp}
+                entry.update((key(i), v) for i, v in alternatives)
+                top_logprobs.append(entry)
             logprobs = {"text_offset": offsets, "token_logprobs": chosen, "tokens": tokens, "top_logprobs": top_logprobs}
         choice: dict[str, Any] = {
             "index": index, "text": cont.text, "logprobs": logprobs,
