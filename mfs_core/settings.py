@@ -404,6 +404,79 @@ class MFSSettings(BaseSettings):
         "the path with the highest F.",
     )
 
+    # --- Baselines: ESC and DeepConf (docs/benchmarks.md, "ESC and DeepConf") ------------
+    # Settings of the decoders `esc` and `deepconf`, methods a user would run instead of MFS.
+    # The papers' counts are scaled down to this project's budgets (self-consistency's curve
+    # goes to k = 16) and answers of a few hundred tokens; each description says how.
+    esc_window: int = Field(
+        default=4, ge=1, le=1024,
+        description="Method `esc` (early-stopping self-consistency, Li et al., ICLR 2024): w, answers sampled per "
+        "window; sampling stops after the first window whose answers are all equal, in [1, 1024] (answers). The "
+        "paper's GSM8K runs use w = 5 and at most 40 samples; 4 and esc_max_samples = 16 scale that to the k <= 16 "
+        "of this project's self-consistency curve.",
+    )
+    esc_max_samples: int = Field(
+        default=16, ge=1, le=4096,
+        description="Method `esc`: most answers sampled in all, in [1, 4096] (answers; at least esc_window; a last "
+        "window smaller than esc_window takes what is left). The paper's 40 on GSM8K; 16, the top of this project's "
+        "self-consistency curve.",
+    )
+    deepconf_top_logprobs: int = Field(
+        default=20, ge=1, le=100,
+        description="Method `deepconf` (DeepConf online, Fu et al., 2025, arXiv 2508.15260): k, the most likely raw "
+        "log-probs a token's confidence C = -(1/k) sum_j log P(j) is taken over (paper eq. 2), in [1, 100] "
+        "(log-probs per token). 20, the paper's and the authors' code's; vLLM returns at most its engine's "
+        "max_logprobs, 20 unless set in vllm_kwargs.",
+    )
+    deepconf_window: int = Field(
+        default=32, ge=1, le=65536,
+        description="Method `deepconf`: tokens per group, the sliding window whose mean token confidence is a group "
+        "confidence (paper eq. 4), in [1, 65536] (tokens); a trace shorter than it is one group. The paper and the "
+        "authors' code use 2048 on traces of thousands of tokens; answers here are a few hundred tokens (the demo "
+        "model's about 230, GSM8K under a 400-token cap), so 32, the longest window the test bed measured "
+        "(docs/benchmarks.md, 'Which foresight quality separates right from wrong answers').",
+    )
+    deepconf_warmup: int = Field(
+        default=4, ge=1, le=1024,
+        description="Method `deepconf`: N_init, traces sampled to the end before the stopping threshold is set from "
+        "their scores, in [1, 1024] (traces; at most deepconf_max_traces). The paper's and the code's 16 (of "
+        "budgets of 512 and 256); 4 here, a quarter of deepconf_max_traces = 16 (16 would spend the whole budget).",
+    )
+    deepconf_keep: float = Field(
+        default=0.9, gt=0.0, le=1.0,
+        description="Method `deepconf`: the fraction of the warm-up traces' scores at or above the stopping threshold "
+        "(the threshold is their 100·(1 - keep)th percentile), in (0, 1]. 0.9 is DeepConf-high, the default of the "
+        "authors' deepthink() (confidence_percentile=90, deepconf/wrapper.py:76); 0.1 is DeepConf-low (their "
+        "examples/example_online.py's --confidence_percentile 10). -high here because with 4 warm-up scores -low "
+        "puts the threshold between the two highest, and most later traces would stop before they answer.",
+    )
+    deepconf_batch: int | None = Field(
+        default=None, ge=1, le=1024,
+        description="Method `deepconf`: traces sampled together in each round after the warm-up, in [1, 1024] "
+        "(traces; None: deepconf_warmup). The paper's Algorithm 2 adds one trace at a time and tests the consensus "
+        "after each; the authors' code samples the whole rest of the budget at once (deepconf/wrapper.py:223-235). "
+        "A batch keeps the rounds few; the consensus is tested after each batch, so it may overshoot by a batch.",
+    )
+    deepconf_chunk_tokens: int = Field(
+        default=32, ge=1, le=65536,
+        description="Method `deepconf`: tokens each trace after the warm-up generates per request, in [1, 65536] "
+        "(tokens). After each chunk the trace's group confidences are checked and it is stopped once a full group "
+        "falls below the threshold: the stop happens at chunk granularity, and the tokens of the chunk after the "
+        "crossing are generated and counted. The authors' code stops at the token, in a vLLM logits processor "
+        "(deepconf/processors.py:51), which no backend here can run.",
+    )
+    deepconf_consensus: float = Field(
+        default=0.95, gt=0.0, le=1.0,
+        description="Method `deepconf`: τ, sampling stops once the leading answer holds this share of the "
+        "confidence-weighted votes of the kept traces (β = V(a) / sum V, weights the traces' scores), in (0, 1]. The "
+        "paper's 0.95; the authors' code has no consensus stop (it samples the whole budget).",
+    )
+    deepconf_max_traces: int = Field(
+        default=16, ge=1, le=4096,
+        description="Method `deepconf`: K, most traces in all, warm-up included, in [1, 4096] (traces). The paper's "
+        "512 (the code's default 256, deepconf/wrapper.py:75); 16, the top of this project's self-consistency curve.",
+    )
+
     # --- engine ------------------------------------------------------------------------
     generate_timeout: float | None = Field(
         default=None,
@@ -423,6 +496,13 @@ class MFSSettings(BaseSettings):
         if self.end_marker == self.step_delimiter:
             msg = f"end_marker and step_delimiter must differ, both are {self.end_marker!r}"
             raise ValueError(msg)
+        if self.esc_max_samples < self.esc_window:
+            msg = f"esc_max_samples ({self.esc_max_samples}) must be at least esc_window ({self.esc_window})"
+            raise ValueError(msg)
+        if self.deepconf_max_traces < self.deepconf_warmup:
+            msg = (f"deepconf_max_traces ({self.deepconf_max_traces}) must be at least deepconf_warmup "
+                   f"({self.deepconf_warmup})")
+            raise ValueError(msg)
         if self.scheduling == "continuous" and self.backend != "vllm":
             msg = (f"scheduling='continuous' needs backend='vllm' (it sends each decode's requests to vLLM's AsyncLLM), "
                    f"got backend={self.backend!r}; use scheduling='lockstep'")
@@ -434,6 +514,12 @@ class MFSSettings(BaseSettings):
         """The temperature foresight rollouts and final completions are sampled at:
         ``rollout_temperature``, or ``temperature`` when that is None (the paper's search)."""
         return self.rollout_temperature if self.rollout_temperature is not None else self.temperature
+
+    @property
+    def deepconf_batch_size(self) -> int:
+        """Traces per round of ``deepconf`` after the warm-up: ``deepconf_batch``, or
+        ``deepconf_warmup`` when that is None."""
+        return self.deepconf_batch if self.deepconf_batch is not None else self.deepconf_warmup
 
     @property
     def backend_settings(self) -> BackendSettings:
