@@ -47,6 +47,7 @@ CONFIG_FILE = "config.json"
 SC_DECODERS = frozenset({"sc", "sc-rollout-temperature"})
 """Self-consistency decoders: ``--sc-k`` sets their k and their records keep every sample's answer."""
 _VOTING_DECODERS = SC_DECODERS | {
+    "esc", "deepconf",  # ESC votes over every sample; DeepConf over its kept traces, weighted by their scores
     "mfs", "mfs-no-stop", "mfs-no-prune", "mfs-converged-rollouts", "mfs-paper", "mfs-reuse-only", "mfs-share-reuse",
     "mfs-shared", "mfs-rollout-vote", "mfs-answer-stop", "mfs-min-paths", "mfs-same-temperature", "mfs-weighted-vote",
     "mfs-weighted-answer-stop",
@@ -103,8 +104,9 @@ def score_result(
 ) -> tuple[str | None, bool]:
     """``(prediction, correct)`` of one decode under the set's scoring rules.
 
-    Voting methods (sc and MFS with ``aggregation="majority"``) are scored by the majority
-    of their completions' answers, as the MFS release's eval scripts do with
+    Voting methods (sc, ESC, DeepConf and MFS with ``aggregation="majority"``) are scored by
+    the majority of their completions' answers (weighted by ``completion_weights`` where a
+    decode has them: DeepConf's scores), as the MFS release's eval scripts do with
     ``all_responses``; the others (CoT, φ-Decoding) by the one text they return.
     ``question`` lets a multiple-choice answer given as an option's text count as its letter.
     """

@@ -15,6 +15,8 @@ from mfs_core.decoders.baselines import (
     with_overrides,
 )
 from mfs_core.decoders.common import Decoder
+from mfs_core.decoders.deepconf import decode_deepconf
+from mfs_core.decoders.esc import decode_esc
 from mfs_core.decoders.mfs import decode_mfs
 from mfs_core.decoders.phi import decode_phi, decode_phi_release
 from mfs_core.settings import MFSSettings
@@ -34,6 +36,8 @@ DECODERS: dict[str, DecoderFactory] = {
     "cot": decode_cot,
     "sc": decode_self_consistency,
     "sc-rollout-temperature": decode_sc_rollout_temperature,
+    "esc": decode_esc,
+    "deepconf": decode_deepconf,
     "phi": decode_phi,
     "phi-release": decode_phi_release,
     "mfs-no-stop": with_overrides(decode_mfs, "mfs-no-stop", early_stopping=False),
