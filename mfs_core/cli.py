@@ -29,7 +29,7 @@ from mfs_core.bench.cli import (
 from mfs_core.backends._hf import quiet_transformers
 from mfs_core.errors import format_validation_error
 from mfs_core.settings import DEMO_MODEL, MFSSettings, UnknownSettingWarning, setting_sources
-from mfs_core.trace import format_reasoning, format_trace, format_vote
+from mfs_core.trace import format_reasoning, format_trace, format_vote, search_header
 from mfs_core.live import LiveView, write_traces
 from mfs_core.serve import cli as serve_cli
 from mfs_core.types import DecodeResult
@@ -205,6 +205,20 @@ def check_question(question: str) -> None:
         raise CLIError(f"QUESTION must not be empty or whitespace only, got {question!r}")
 
 
+def check_method(method: str) -> None:
+    """Refuse a ``--method`` that names no registered decoder, before any model is loaded.
+
+    Raises:
+        CLIError: ``method`` is not in :data:`mfs_core.decoders.DECODERS` (the message lists them).
+    """
+    from mfs_core.decoders import get_decoder
+
+    try:
+        get_decoder(method)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+
+
 def check_model(settings: MFSSettings) -> None:
     """Refuse a ``--model`` that names a local path (folder or ``.gguf`` file) that does not exist, before loading.
 
@@ -262,10 +276,13 @@ def ask(
     ] = None,
     trace_html: Annotated[Optional[Path], typer.Option(help="Write the search tree as a self-contained HTML page.")] = None,
     trace_png: Annotated[Optional[Path], typer.Option(help="Write the deficits against c_prune per step (PNG).")] = None,
+    method: Annotated[str, typer.Option(help="The decoding method: mfs, or any other registered one (cot, sc, esc, "
+                                        "deepconf, phi, mfs-paper, ...; docs/benchmarks.md).")] = "mfs",
 ) -> None:
     flags = setting_flags(locals())
     try:
         check_question(question)
+        check_method(method)
         settings, sources = resolve_settings(flags)
         check_model(settings)
     except CLIError as exc:
@@ -280,7 +297,8 @@ def ask(
         logger.info("loading %r with the %s backend", settings.model, settings.backend)
         engine = MFSEngine.from_settings(settings)
         logger.info("model ready in %.2f s; decoding", time.perf_counter() - start)
-        result = engine.decode([question], on_event=LiveView() if (live if live is not None else not as_json) else None)[0]
+        result = engine.decode([question], method=method,
+                               on_event=LiveView() if (live if live is not None else not as_json) else None)[0]
         write_traces(result, question, html_path=trace_html, png_path=trace_png)
     except (ValueError, TypeError, OSError, ImportError, RuntimeError) as exc:  # backend errors subclass RuntimeError
         typer.echo(f"error: {exc}", err=True)
@@ -304,10 +322,10 @@ def print_result(question: str, result: DecodeResult, settings: MFSSettings) -> 
         f"answer: {result.answer}  (vote share {result.vote_share:.0%} of {paths} completed "
         f"path{'s' if paths != 1 else ''})",
         format_vote(result),
-        "reasoning (↳ = completed by a foresight rollout):",
+        "reasoning (the sample the vote chose):" if any(step.note for step in result.steps)
+        else "reasoning (↳ = completed by a foresight rollout):",
         format_reasoning(result, settings),
-        f"search (M = {settings.step_beam_size}, N = {settings.num_rollouts}, λ1 = {settings.prune_lambda}, "
-        f"ε_stop = {settings.stop_epsilon:g}, min_steps = {settings.min_steps}, max_steps = {settings.max_steps}):",
+        search_header(result, settings),
         format_trace(result, settings),
     ]
     return "\n".join(lines)

@@ -99,8 +99,9 @@ class StepEvent:
 
         Keys: ``index``, ``step``, ``candidates``, ``finished``, ``pruned``, ``scored``,
         ``beams`` (live beams), ``max_step_value``, ``stop_epsilon``, ``converged``,
-        ``prompt_tokens``, ``output_tokens``, ``elapsed_seconds``, ``committed`` and
-        ``survivors`` (each ``text``, ``F``, ``V``, ``selected``).
+        ``prompt_tokens``, ``output_tokens``, ``elapsed_seconds``, ``committed``,
+        ``survivors`` (each ``text``, ``F``, ``V``, ``selected``) and, for a step its decoder
+        noted (ESC, DeepConf), ``note``.
         """
         return {
             "index": self.index,
@@ -121,7 +122,7 @@ class StepEvent:
                 {"text": c.text, "F": c.foresight_quality, "V": c.step_value, "selected": c.selected}
                 for c in self.scored
             ],
-        }
+        } | ({"note": self.step.note} if self.step.note else {})
 
 
 @dataclass(frozen=True)
@@ -204,7 +205,11 @@ def step_summary(event: StepEvent) -> str:
     ``step 1: 16 sampled, 2 finished, 7 pruned, 7 rolled out, 4 beams; max V +0.084 > ε_stop 0; 412 tokens``.
 
     ``max V`` is compared with ``ε_stop`` (eq. 12): ``<=`` means the convergence test passes.
+    A step with its decoder's ``note`` (ESC's windows, DeepConf's rounds) is summarised by it:
+    ``step 0: window 1: 4 sampled, answers 7 ×4; unanimous: stop; 412 tokens``.
     """
+    if event.step.note:
+        return f"step {event.step.step}: {event.step.note}; {_plural(event.output_tokens, 'token')}"
     parts = [f"{event.num_candidates} sampled"]
     if event.num_finished:
         parts.append(f"{event.num_finished} finished")

@@ -15,13 +15,23 @@ from collections import Counter
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Candidate, DecodeResult, StepTrace
 
-__all__ = ["LEGEND", "format_reasoning", "format_trace", "format_vote", "scored_summary", "show", "stop_check"]
+__all__ = [
+    "LEGEND", "SAMPLES_LEGEND", "format_reasoning", "format_trace", "format_vote", "scored_summary", "search_header",
+    "show", "stop_check",
+]
 
 LEGEND = (
     "legend: logp/tok = a step's mean log-prob per token (nats); μ, σ = mean, std of the open candidates' logp/tok, "
     "below μ + λ1·σ pruned; V = step value, gain in foresight quality (nats); stop when max V <= ε_stop; * = kept"
 )
 """One line that explains the symbols of :func:`format_trace`."""
+
+SAMPLES_LEGEND = (
+    "legend: each step is a round of whole samples (ESC: a window; DeepConf: the warm-up, then a batch); logp/tok = a "
+    "sample's mean log-prob per token (nats); conf = DeepConf's score, the lowest mean token confidence over a "
+    "sliding group (nats); * = votes"
+)
+"""The legend of :func:`format_trace` for decoders that sample whole answers and note each step (ESC, DeepConf)."""
 
 _WIDTH = 44
 
@@ -102,6 +112,56 @@ def scored_summary(scored: list[Candidate]) -> str:
     return text + (f" ({reused} from a reused rollout)" if reused else "")
 
 
+def _tail(text: str) -> str:
+    """The end of a sample as the trace shows it (the answer is at the end): the last characters, ``…`` first."""
+    shown = show(text)
+    return shown if len(shown) <= _WIDTH else "…" + shown[-(_WIDTH - 1):]
+
+
+def _sample_line(cand: Candidate, count: int) -> str:
+    """One sample (or ``count`` identical ones) of a noted step: its end, answer, logp/tok, tokens, conf."""
+    mark = "*" if cand.selected else " "
+    times = f"×{count}" if count > 1 else ""
+    text = '"' + _tail(cand.text) + '"'
+    parts = [f"answer {cand.answer}" if cand.answer is not None else "no answer",
+             f"logp/tok = {cand.step_logprob:.3f}", f"{cand.step_tokens} tokens"]
+    if cand.confidence is not None:
+        parts.append(f"conf = {cand.confidence:.3f}")
+    if cand.pruned:
+        parts.append("discarded" if cand.finished else "stopped")
+    elif not cand.finished:
+        parts.append("cut at the token cap")
+    return f"   {mark} {times:>3} {text:<{_WIDTH + 2}} {', '.join(parts)}"
+
+
+def _noted_step(step: StepTrace) -> list[str]:
+    """A step that carries its decoder's ``note`` (ESC, DeepConf): the note, then its samples."""
+    groups: dict[tuple, list[Candidate]] = {}
+    for cand in step.candidates:
+        groups.setdefault((cand.text, cand.answer, cand.selected, cand.pruned, cand.finished), []).append(cand)
+    ordered = sorted(groups.values(), key=lambda g: (not g[0].selected, -len(g)))
+    return [f"step {step.step}: {step.note}"] + [_sample_line(g[0], len(g)) for g in ordered]
+
+
+def search_header(result: DecodeResult, settings: MFSSettings) -> str:
+    """The line ``mfs ask`` prints above the trace: the settings the decode's method searched with.
+
+    ESC and DeepConf name their own settings; every other method gets MFS's (M, N, λ1, ε_stop,
+    min_steps, max_steps).
+    """
+    if result.method == "esc":
+        return (f"search (ESC: windows of w = {settings.esc_window}, at most {settings.esc_max_samples} samples, "
+                f"T = {settings.temperature:g}):")
+    if result.method == "deepconf":
+        return (f"search (DeepConf online: top-{settings.deepconf_top_logprobs} log-probs, groups of "
+                f"{settings.deepconf_window} tokens, {settings.deepconf_warmup} warm-up traces, keep "
+                f"{settings.deepconf_keep:g}, batches of {settings.deepconf_batch_size} in chunks of "
+                f"{settings.deepconf_chunk_tokens} tokens, τ = {settings.deepconf_consensus:g}, at most "
+                f"{settings.deepconf_max_traces} traces, T = {settings.temperature:g}):")
+    return (f"search (M = {settings.step_beam_size}, N = {settings.num_rollouts}, λ1 = {settings.prune_lambda}, "
+            f"ε_stop = {settings.stop_epsilon:g}, min_steps = {settings.min_steps}, max_steps = {settings.max_steps}):")
+
+
 def format_trace(result: DecodeResult, settings: MFSSettings) -> str:
     """The legend, then one block per step, then the stop reason and the cost.
 
@@ -110,6 +170,11 @@ def format_trace(result: DecodeResult, settings: MFSSettings) -> str:
     threshold; the stop check (:func:`stop_check`). Below it, the kept candidates and the
     scored ones, identical ones collapsed (``×3``).
 
+    A step with a ``note`` (ESC's windows, DeepConf's warm-up and batches) is written as its
+    note, then its samples, identical ones collapsed: the end of each sample (where its answer
+    is), its answer, logp/tok, tokens, DeepConf's ``conf`` and whether it was discarded or stopped
+    (:data:`SAMPLES_LEGEND` replaces the legend when every step has a note).
+
     Args:
         result: a decode result.
         settings: the settings it was decoded with (λ1, ε_stop, min_steps).
@@ -117,8 +182,12 @@ def format_trace(result: DecodeResult, settings: MFSSettings) -> str:
     Returns:
         Multi-line text.
     """
-    lines = [LEGEND]
+    noted = bool(result.steps) and all(step.note for step in result.steps)
+    lines = [SAMPLES_LEGEND if noted else LEGEND]
     for step in result.steps:
+        if step.note:
+            lines.extend(_noted_step(step))
+            continue
         finished = [c for c in step.candidates if c.finished]
         kept = sum(c.selected for c in finished)
         scored = [c for c in step.candidates if c.step_value is not None]
@@ -170,9 +239,11 @@ def format_reasoning(result: DecodeResult, settings: MFSSettings, indent: str = 
 
     Returns:
         Text whose lines read ``"   3 + 4 = 7"`` (chosen by the search) or
-        ``" ↳ The answer is: \\boxed{7}."`` (completed by the rollout).
+        ``" ↳ The answer is: \\boxed{7}."`` (completed by the rollout). A decode whose steps carry
+        notes (ESC, DeepConf: whole samples, no search or rollout) has every line unmarked.
     """
-    chosen = search_lines(result, settings)
+    chosen = len(result.text.split(settings.step_delimiter)) if any(step.note for step in result.steps) \
+        else search_lines(result, settings)
     lines = []
     for i, line in enumerate(result.text.split(settings.step_delimiter)):
         mark = indent if i < chosen else indent[:-2] + "↳ "
