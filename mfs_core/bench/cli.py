@@ -145,7 +145,7 @@ def _sc_k(text: str | None, methods: list[str]) -> int | str | None:
 
 def bench(
     dataset: Annotated[str, typer.Option(help="gsm8k | math500 | gpqa | reclor | logiqa | arc-c | demo | demo-fresh | demo-fresh2, or a JSON file.")],
-    methods: Annotated[str, typer.Option(help="Comma-separated: cot, sc, sc-rollout-temperature, phi, phi-release, mfs, mfs-no-stop, "
+    methods: Annotated[str, typer.Option(help="Comma-separated: cot, sc, sc-rollout-temperature, esc, deepconf, phi, phi-release, mfs, mfs-no-stop, "
                                        "mfs-no-prune, mfs-converged-rollouts, mfs-paper, mfs-reuse-only, mfs-share-reuse, mfs-shared, "
                                        "mfs-rollout-vote, mfs-answer-stop, mfs-min-paths, mfs-same-temperature, mfs-weighted-vote, "
                                        "mfs-weighted-answer-stop.")] = "cot,sc,phi,mfs",
