@@ -124,7 +124,7 @@ def _sample_line(cand: Candidate, count: int) -> str:
     times = f"×{count}" if count > 1 else ""
     text = '"' + _tail(cand.text) + '"'
     parts = [f"answer {cand.answer}" if cand.answer is not None else "no answer",
-             f"logp/tok = {cand.step_logprob:.3f}", f"{cand.step_tokens} tokens"]
+             f"logp/tok = {cand.step_logprob:.3f}", f"{cand.step_tokens} token" + ("" if cand.step_tokens == 1 else "s")]
     if cand.confidence is not None:
         parts.append(f"conf = {cand.confidence:.3f}")
     if cand.pruned:

@@ -274,3 +274,39 @@ def test_cli_ask_through_the_openai_backend(completion_server: CompletionServer,
     assert result.exit_code == 0, result.output
     assert '"method": "mfs"' in result.output
     assert completion_server.posts and all(b["model"] == "mfs-demo" for b in completion_server.posts)
+
+
+def test_top_logprobs_over_http_match_the_transformers_backend(completion_server: CompletionServer,
+                                                              warm_backend: TransformersBackend) -> None:
+    # Same seed, same tokens; the server's top-k are teacher-forced, the backend's from its sampling pass.
+    request = GenerationRequest(prompt=QUESTION, n=2, max_tokens=10, temperature=0.7, seed=9, top_logprobs=4)
+    remote = within(120, lambda: client(completion_server).generate([request])[0])
+    local = warm_backend.generate([request])[0]
+    post = completion_server.posts[-1]
+    assert (post["logprobs"], post["return_tokens_as_token_ids"]) == (4, True)
+    for http, here in zip(remote, local):
+        assert http.token_ids == here.token_ids
+        assert len(http.token_confidences) == http.num_tokens > 0
+        assert http.token_confidences == pytest.approx(here.token_confidences, abs=1e-4)
+
+
+LONG_QUESTION = ("There are 5 rows of tickets with 5 in each row. Nina triples the tickets. After that, Nina removes "
+                 "30 tickets. Later, 12 more tickets arrive. How many tickets does Nina have now?")
+
+
+def test_deepconf_and_esc_over_http(completion_server: CompletionServer, warm_backend: TransformersBackend) -> None:
+    # Both methods end to end over the socket with the same seeds as in-process: same answers, tokens
+    # and steps. On this question (seed 0) DeepConf's warm-up reaches no consensus: a round of chunks runs.
+    settings = {"deepconf_warmup": 2, "deepconf_max_traces": 4, "deepconf_chunk_tokens": 16, "esc_window": 2,
+                "esc_max_samples": 4, "max_answer_tokens": 160}
+    remote = MFSEngine(client(completion_server), MFSSettings(**settings))
+    local = MFSEngine(warm_backend, MFSSettings(**settings))
+    steps = {}
+    for method, question in (("deepconf", LONG_QUESTION), ("esc", QUESTION)):
+        (over_http,) = within(600, lambda: remote.decode([question], method=method))
+        (here,) = local.decode([question], method=method)
+        assert (over_http.answer, over_http.output_tokens, len(over_http.steps), over_http.stop_reason) == (
+            here.answer, here.output_tokens, len(here.steps), here.stop_reason), method
+        assert over_http.completion_weights == pytest.approx(here.completion_weights, abs=1e-3)
+        steps[method] = len(here.steps)
+    assert steps["deepconf"] >= 2  # the warm-up and at least one round of chunks

@@ -145,3 +145,28 @@ def test_a_prompt_that_ends_with_the_trigger_starts_on_a_choice(demo_backend, pr
     greedy = GenerationRequest(prompts[0], n=1, max_tokens=12, greedy=True, triggered_choice=choice)
     sampled, [best] = demo_backend.generate([request, greedy])
     assert all(c.text.startswith(("4 + 3 = 7", "3 + 4 = 7")) for c in [*sampled, best])
+
+
+def _forward_token_confidences(backend, prompt: str, token_ids, k: int) -> list[float]:
+    """DeepConf's token confidence over the top k of one separate forward pass of prompt + continuation."""
+    prompt_ids = backend.encode_prompt(prompt)
+    ids = torch.tensor([prompt_ids + list(token_ids)])
+    with torch.inference_mode():
+        logits = backend.model(input_ids=ids).logits[0].float()
+    top = torch.topk(torch.log_softmax(logits, dim=-1), k, dim=-1).values
+    positions = range(len(prompt_ids) - 1, len(prompt_ids) + len(token_ids) - 1)
+    return [-float(top[p].mean()) for p in positions]
+
+
+def test_top_logprobs_give_each_token_its_confidence_over_the_raw_top_k(demo_backend, prompts):
+    # Two requests in one batch, one asking k = 5 at temperature 0.7, one asking nothing: the
+    # confidences are those of a separate forward pass (raw log-probs, whatever the temperature).
+    asked = GenerationRequest(prompt=prompts[0], n=2, max_tokens=12, temperature=0.7, seed=4, top_logprobs=5)
+    plain = GenerationRequest(prompt=prompts[1], n=1, max_tokens=12, seed=4)
+    conts, (other,) = demo_backend.generate([asked, plain])
+    assert other.token_confidences == ()
+    for cont in conts:
+        assert len(cont.token_confidences) == cont.num_tokens > 0
+        expected = _forward_token_confidences(demo_backend, prompts[0], cont.token_ids, 5)
+        assert cont.token_confidences == pytest.approx(expected, abs=1e-4)
+        assert all(c >= 0 for c in cont.token_confidences)

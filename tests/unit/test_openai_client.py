@@ -360,3 +360,34 @@ def test_grammars_that_cannot_be_sent_are_said_once(caplog: pytest.LogCaptureFix
     messages = [r.getMessage() for r in caplog.records]
     assert sum("without the action grammar" in m for m in messages) == 1
     assert sum("with vllm_extensions=False" in m for m in messages) == 1
+
+
+def test_a_top_logprobs_request_asks_k_keyed_by_token_id_and_reads_token_confidences() -> None:
+    request = GenerationRequest(prompt="p", n=1, stop=("\n",), top_logprobs=3)
+    body = make_backend()._prepare([request])[0][2]
+    assert (body["logprobs"], body["return_tokens_as_token_ids"]) == (3, True)
+    assert "return_tokens_as_token_ids" not in make_backend()._prepare([GenerationRequest(prompt="p")])[0][2]
+    assert make_backend(vllm_extensions=False)._prepare([request])[0][2]["logprobs"] == 3
+    # vLLM's shape: the sampled token first, then the top 3. Position 0: the sampled token is the
+    # top one (3 entries); position 1: it is not among the top 3 (4 entries, the sampled one lowest).
+    top = [{"token_id:5": -0.5, "token_id:8": -1.0, "token_id:9": -1.5},
+           {"token_id:6": -4.0, "token_id:1": -0.25, "token_id:2": -1.0, "token_id:3": -2.75}]
+    answer = {"index": 0, "text": "ab", "finish_reason": "stop", "stop_reason": "\n", "token_ids": [5, 6],
+              "logprobs": {"tokens": ["token_id:5", "token_id:6"], "token_logprobs": [-0.5, -4.0], "top_logprobs": top}}
+    (cont,) = parse_completion(response(answer), request)
+    # -(-0.5 - 1.0 - 1.5) / 3 = 1.0 and -(-0.25 - 1.0 - 2.75) / 3 = 4/3 (the sampled -4.0 is not in the top 3)
+    assert cont.token_confidences == pytest.approx((1.0, 4 / 3))
+    assert (cont.token_ids, cont.logprob_sum) == ((5, 6), -4.5)
+    assert parse_completion(response(answer), GenerationRequest(prompt="p"))[0].token_confidences == ()
+
+
+def test_chat_shaped_top_logprobs_and_missing_ones() -> None:
+    request = GenerationRequest(prompt="p", top_logprobs=2)
+    chat = {"choices": [{"index": 0, "text": "7", "finish_reason": "length", "logprobs": {"content": [
+        {"id": 22, "token": "7", "logprob": -0.25, "top_logprobs": [{"token": "7", "logprob": -0.25},
+                                                                     {"token": "8", "logprob": -1.75}]}]}}]}
+    assert parse_completion(chat, request)[0].token_confidences == pytest.approx((1.0,))
+    bare = response(choice(0, "a", [-1.0, -0.5], stop_reason=None, token_ids=[4, 2]))
+    bare["choices"][0]["logprobs"]["top_logprobs"] = None  # a server that ignores logprobs=k
+    with pytest.raises(MissingLogprobsError, match=r"returned no top log-probs for every token .* asked logprobs=2"):
+        parse_completion(bare, request)

@@ -500,3 +500,46 @@ def test_a_grammar_without_a_remote_form_is_sampled_free_and_said_once(caplog: p
     assert llm.calls[0]["params"][0].structured_outputs is None
     warned = [r for r in caplog.records if "without the action grammar" in r.getMessage()]
     assert len(warned) == 1 and "VLLMBackend" in warned[0].getMessage()
+
+
+@dataclass
+class StandInLogprob:
+    """vLLM 0.33.0 ``Logprob`` (``vllm/logprobs.py``)."""
+
+    logprob: float
+    rank: int | None = None
+    decoded_token: str | None = None
+
+
+def top_logprob_outputs(request_index: int, prompt_ids: list[int], params: StandInSamplingParams) -> list[StandInCompletionOutput]:
+    """One output whose per-token entries are shaped as vLLM builds them for ``logprobs=3``: the
+    sampled token with its vocabulary rank, then ranks 1..3 (k entries when the sampled token is
+    among them, k + 1 when not)."""
+    entries = [
+        {10: StandInLogprob(-0.5, 1), 11: StandInLogprob(-1.0, 2), 12: StandInLogprob(-1.5, 3)},
+        {40: StandInLogprob(-4.0, 7), 41: StandInLogprob(-0.25, 1), 42: StandInLogprob(-1.0, 2),
+         43: StandInLogprob(-2.75, 3)},
+    ]
+    return [StandInCompletionOutput(0, "ab", [10, 40], -4.5, entries if params.logprobs else None,
+                                    finish_reason="length", stop_reason=None)]
+
+
+def test_top_logprobs_are_asked_as_logprobs_k_and_become_token_confidences() -> None:
+    backend, llm = make_backend(FakeLLM(responder=top_logprob_outputs))
+    (cont,), = backend.generate([GenerationRequest(prompt="q", max_tokens=2, top_logprobs=3)])
+    assert llm.calls[0]["params"][0].logprobs == 3
+    # -(-0.5 - 1.0 - 1.5) / 3 = 1.0; the sampled token of rank 7 is left out: -(-0.25 - 1.0 - 2.75) / 3
+    assert cont.token_confidences == pytest.approx((1.0, 4 / 3))
+    assert cont.logprob_sum == pytest.approx(-4.5)
+
+
+def test_missing_top_logprobs_are_an_output_error() -> None:
+    def without(request_index: int, prompt_ids: list[int], params: StandInSamplingParams) -> list[StandInCompletionOutput]:
+        return [StandInCompletionOutput(0, "ab", [10, 40], -4.5, None, finish_reason="length", stop_reason=None)]
+
+    backend, _ = make_backend(FakeLLM(responder=without))
+    with pytest.raises(VLLMOutputError, match=r"vLLM returned none of top-3 log-probs for request 0"):
+        backend.generate([GenerationRequest(prompt="q", max_tokens=2, top_logprobs=3)])
+    plain, llm = make_backend(FakeLLM(responder=without))
+    assert plain.generate([GenerationRequest(prompt="q", max_tokens=2)])[0][0].token_confidences == ()
+    assert llm.calls[0]["params"][0].logprobs == 0
