@@ -399,7 +399,9 @@ def token_usage(result: DecodeResult) -> dict[str, int]:
 
 
 def trace_summary(result: DecodeResult) -> list[dict[str, Any]]:
-    """Per step: candidates sampled, pruned, selected, ``max V`` and whether it converged."""
+    """Per step: candidates sampled, pruned, selected, ``max V`` and whether it converged; for a
+    step its decoder noted (ESC's windows, DeepConf's rounds: pruned = discarded or stopped,
+    selected = votes, converged = the stop test passed) also its ``note``."""
     return [
         {
             "step": step.step,
@@ -408,7 +410,7 @@ def trace_summary(result: DecodeResult) -> list[dict[str, Any]]:
             "selected": sum(c.selected for c in step.candidates),
             "max_step_value": step.max_step_value,
             "converged": step.converged,
-        }
+        } | ({"note": step.note} if step.note else {})
         for step in result.steps
     ]
 

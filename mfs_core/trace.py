@@ -128,9 +128,9 @@ def _sample_line(cand: Candidate, count: int) -> str:
     if cand.confidence is not None:
         parts.append(f"conf = {cand.confidence:.3f}")
     if cand.pruned:
-        parts.append("discarded" if cand.finished else "stopped")
-    elif not cand.finished:
-        parts.append("cut at the token cap")
+        parts.append("stopped")
+    else:
+        parts += ([] if cand.selected else ["discarded"]) + ([] if cand.finished else ["cut at the token cap"])
     return f"   {mark} {times:>3} {text:<{_WIDTH + 2}} {', '.join(parts)}"
 
 

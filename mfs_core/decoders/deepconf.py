@@ -87,10 +87,11 @@ class _Trace:
         return self.logprob_sum / self.tokens if self.tokens else 0.0
 
     def candidate(self) -> Candidate:
-        """The trace as a trace candidate: kept = selected, stopped or discarded = pruned."""
+        """The trace as a trace candidate: ``selected`` = kept (it votes); ``pruned`` = stopped early
+        (as MFS's width pruning, its generation was cut short); neither = discarded under the threshold."""
         return Candidate(beam_index=0, text=self.text, step_logprob=self.quality, step_tokens=self.tokens,
-                         finished=self.finish_reason in ("stop", "eos"), pruned=not self.kept, selected=self.kept,
-                         answer=self.answer, confidence=self.score)
+                         finished=self.finish_reason in ("stop", "eos"), pruned=self.stopped_at is not None,
+                         selected=self.kept, answer=self.answer, confidence=self.score)
 
 
 def require_confidences(cont: Continuation, settings: MFSSettings) -> None:
@@ -120,7 +121,8 @@ def decode_deepconf(prompt: str, settings: MFSSettings, answer_key: AnswerExtrac
 
     The trace has one :class:`~mfs_core.types.StepTrace` for the warm-up and one per batch
     (reported as steps, so the engine streams them): the traces as candidates (``confidence``:
-    the score, nats; ``selected``: kept, ``pruned``: stopped or discarded; ``answer``), and a
+    the score, nats; ``selected``: kept, it votes; ``pruned``: stopped early; neither: discarded
+    under the threshold; ``answer``), and a
     ``note`` with the threshold, the stops and the consensus share against ``τ``.
 
     Args:

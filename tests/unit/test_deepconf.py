@@ -82,7 +82,7 @@ def test_the_trace_records_threshold_stops_and_consensus() -> None:
     result, _, config = full_run()
     warm, first, second = result.steps
     assert [(c.confidence, c.selected, c.pruned, c.answer) for c in warm.candidates] == [
-        (2.0, False, True, "7"), (3.0, True, False, "7"), (1.0, False, True, "5"), (4.0, True, False, "9")]
+        (2.0, False, False, "7"), (3.0, True, False, "7"), (1.0, False, False, "5"), (4.0, True, False, "9")]
     assert warm.note == ("warm-up: 4 traces scored 2.000, 3.000, 1.000, 4.000; threshold s = 2.500 keeps 2; their "
                          "votes 9 ×1 (4.000), 7 ×1 (3.000); leader 9 holds β = 0.571 of the weight < τ = 0.95: "
                          "sample 2 more")
@@ -95,7 +95,8 @@ def test_the_trace_records_threshold_stops_and_consensus() -> None:
     assert second.note.endswith("leader 7 holds β = 0.733 of the weight < τ = 0.95; deepconf_max_traces = 8 "
                                 "reached: stop")
     trace = format_trace(result, config)
-    assert '"step one step two "' in trace and "stopped" in trace
+    assert '"step one step two "                           no answer, logp/tok = -1.000, 4 tokens, conf = 1.500, stopped' in trace
+    assert '"\\boxed{5}"                                    answer 5, logp/tok = -0.500, 2 tokens, conf = 1.000, discarded' in trace
     assert "answer 7, logp/tok = -0.833, 3 tokens, conf = 3.000" in trace  # B: (2 · -1.0 + 1 · -0.5) / 3 tokens
 
 
@@ -122,7 +123,7 @@ def test_a_finished_trace_shorter_than_a_group_is_discarded_below_the_threshold(
     result, _, _ = run([WARMUP, [answer("5", [1])], [answer("7", [9, 9])]], deepconf_max_traces=6)
     first = result.steps[1]
     assert [(c.answer, c.selected, c.pruned, c.finished) for c in first.candidates] == [
-        ("5", False, True, True), ("7", True, False, True)]
+        ("5", False, False, True), ("7", True, False, True)]
     assert "5" not in result.completion_answers
     assert result.stop_reason == "max_traces"
 
