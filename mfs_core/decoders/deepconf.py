@@ -122,8 +122,8 @@ def decode_deepconf(prompt: str, settings: MFSSettings, answer_key: AnswerExtrac
     The trace has one :class:`~mfs_core.types.StepTrace` for the warm-up and one per batch
     (reported as steps, so the engine streams them): the traces as candidates (``confidence``:
     the score, nats; ``selected``: kept, it votes; ``pruned``: stopped early; neither: discarded
-    under the threshold; ``answer``), and a
-    ``note`` with the threshold, the stops and the consensus share against ``τ``.
+    under the threshold; ``answer``), and a ``note`` with the threshold, the stops and the
+    consensus share against ``τ``.
 
     Args:
         prompt: the rendered model prompt.
