@@ -91,3 +91,30 @@ def test_mfs_ask_checks_the_method_and_prints_its_settings() -> None:
     assert "search (ESC: windows of w = 2, at most 4 samples, T = 0.7):" in printed
     assert "reasoning (the sample the vote chose):\n   x = 7\n   The answer is: \\boxed{7}." in printed
     assert "step 0: window 1: 2 sampled, answers 7 ×2; unanimous: stop" in printed
+
+
+def test_the_settings_defaults_ranges_and_cross_checks() -> None:
+    import pydantic
+
+    s = MFSSettings.from_values({})
+    assert (s.esc_window, s.esc_max_samples) == (4, 16)
+    assert (s.deepconf_top_logprobs, s.deepconf_window, s.deepconf_warmup, s.deepconf_keep, s.deepconf_batch,
+            s.deepconf_chunk_tokens, s.deepconf_consensus, s.deepconf_max_traces) == (20, 32, 4, 0.9, None, 32, 0.95, 16)
+    assert s.deepconf_batch_size == 4
+    assert MFSSettings.from_values({"deepconf_warmup": 3}).deepconf_batch_size == 3
+    assert MFSSettings.from_values({"deepconf_warmup": 3, "deepconf_batch": 2}).deepconf_batch_size == 2
+    for values, message in (
+        ({"esc_window": 0}, "esc_window=0: Input should be greater than or equal to 1; allowed: 1 <= esc_window <= 1024"),
+        ({"deepconf_keep": 1.5}, "deepconf_keep=1.5: Input should be less than or equal to 1; allowed: "
+                                 "0.0 < deepconf_keep <= 1.0"),
+        ({"deepconf_consensus": 0.0}, "allowed: 0.0 < deepconf_consensus <= 1.0"),
+        ({"deepconf_batch": 0}, "allowed: 1 <= deepconf_batch <= 1024"),
+        ({"esc_window": 20}, "esc_max_samples (16) must be at least esc_window (20)"),
+        ({"deepconf_warmup": 32}, "deepconf_max_traces (16) must be at least deepconf_warmup (32)"),
+    ):
+        with pytest.raises(pydantic.ValidationError) as caught:
+            MFSSettings(**values)
+        assert message in str(caught.value) and "\n" not in str(caught.value), values
+    assert GenerationRequest(prompt="p").top_logprobs == 0
+    with pytest.raises(ValueError, match="top_logprobs must be >= 0, got -1"):
+        GenerationRequest(prompt="p", top_logprobs=-1)
