@@ -193,8 +193,8 @@ def compare_greedy(first: Path, second: Path) -> dict[str, Any]:
     """Agreement of two runs' greedy GSM8K records (``greedy`` part, ``--runs-dir``/greedy-gsm8k).
 
     Returns:
-        Questions in both, how many share the prediction and the whole text, and each run's
-        right count (95% Wilson interval).
+        Questions in both, how many share the prediction and the whole text, how many are right
+        in both / only the first / only the second, and each run's right count (95% Wilson interval).
     """
     def records(run: Path) -> dict[int, dict[str, Any]]:
         lines = (run / "greedy-gsm8k" / "records.jsonl").read_text().splitlines()
@@ -207,6 +207,9 @@ def compare_greedy(first: Path, second: Path) -> dict[str, Any]:
     return {"questions": len(both),
             "same_prediction": sum(a[i].get("prediction") == b[i].get("prediction") for i in both),
             "same_text": sum(a[i].get("text") == b[i].get("text") for i in both),
+            "right_in_both": sum(bool(a[i]["correct"] and b[i]["correct"]) for i in both),
+            "right_only_first": sum(bool(a[i]["correct"] and not b[i]["correct"]) for i in both),
+            "right_only_second": sum(bool(b[i]["correct"] and not a[i]["correct"]) for i in both),
             str(first): {"correct": right_a, "accuracy_ci": wilson_interval(right_a, len(both))},
             str(second): {"correct": right_b, "accuracy_ci": wilson_interval(right_b, len(both))}}
 
