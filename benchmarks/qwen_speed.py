@@ -17,6 +17,15 @@
 * ``mfs``: one GSM8K question decoded by MFS at M = N = 2 and M = N = 4: wall seconds, output
   tokens, and vLLM's prefix-cache hit rate over the decode (``--backend vllm`` only; vLLM's
   ``prefix_cache_hits`` / ``prefix_cache_queries`` counters, in tokens).
+* ``batch``: the first ``--batch-questions`` GSM8K questions decoded by MFS together (``mfs bench``'s
+  ``mfs`` through :func:`~mfs_core.bench.runner.run_bench`, all in flight at once, M = N =
+  ``--batch-width``), under the engine's ``--scheduling`` (issue 43: lockstep against continuous):
+  wall seconds, seconds per question, output tokens, the prefix-cache hit rate and each answer.
+* ``--compare A.json B.json``: no decoding; how many greedy GSM8K answers (the ``greedy`` part's
+  records) and texts two runs share, and each run's accuracy (bfloat16 against float32).
+
+``--dtype`` and ``--scheduling`` are the engine's settings (``auto``: the library's rule for the
+machine); ``--block-size`` is vLLM's KV-cache block (tokens; default: the library's).
 
 Usage (niced, on 2 cores)::
 
@@ -149,6 +158,62 @@ def measure_mfs(engine: MFSEngine, question: str) -> list[dict[str, Any]]:
     return rows
 
 
+def measure_batch(engine: MFSEngine, questions: int, width: int, data_dir: Path | None,
+                  runs_dir: Path) -> dict[str, Any]:
+    """Wall seconds of ``questions`` GSM8K questions decoded by MFS together (M = N = ``width``).
+
+    Every question is in flight at once (``concurrency=questions``); the records go to a fresh
+    ``runs_dir`` (an existing one is refused, so a rerun never resumes and times nothing).
+    """
+    if runs_dir.exists():
+        msg = f"{runs_dir} exists: the batch part times a fresh run, remove it first"
+        raise ValueError(msg)
+    data = load_dataset("gsm8k", data_dir=data_dir, limit=questions)
+    settings = engine.settings.model_copy(update={"step_beam_size": width, "num_rollouts": width})
+    before = _prefix_counters(engine)
+    start = time.perf_counter()
+    records = run_bench(engine, data, parse_methods("mfs"), runs_dir, settings=settings, concurrency=questions,
+                        warmup=False)
+    seconds = time.perf_counter() - start
+    after = _prefix_counters(engine)
+    row: dict[str, Any] = {"scheduling": engine.settings.scheduling, "questions": len(records), "M=N": width,
+                           "seconds": round(seconds, 1), "seconds_per_question": round(seconds / len(records), 1),
+                           "output_tokens": sum(r["output_tokens"] for r in records),
+                           "correct": sum(bool(r["correct"]) for r in records),
+                           "answers": [r.get("prediction") for r in records]}
+    queries = after.get("vllm:prefix_cache_queries", 0.0) - before.get("vllm:prefix_cache_queries", 0.0)
+    if queries:
+        row["prefix_cache_hit_rate"] = round((after["vllm:prefix_cache_hits"] - before["vllm:prefix_cache_hits"])
+                                             / queries, 3)
+    print(row, flush=True)
+    return row
+
+
+def compare_greedy(first: Path, second: Path) -> dict[str, Any]:
+    """Agreement of two runs' greedy GSM8K records (``greedy`` part, ``--runs-dir``/greedy-gsm8k).
+
+    Returns:
+        Questions in both, how many share the prediction and the whole text, how many are right
+        in both / only the first / only the second, and each run's right count (95% Wilson interval).
+    """
+    def records(run: Path) -> dict[int, dict[str, Any]]:
+        lines = (run / "greedy-gsm8k" / "records.jsonl").read_text().splitlines()
+        return {r["index"]: r for r in map(json.loads, lines) if r["method"] == "cot" and r.get("error") is None}
+
+    a, b = records(first), records(second)
+    both = sorted(set(a) & set(b))
+    right_a = sum(bool(a[i]["correct"]) for i in both)
+    right_b = sum(bool(b[i]["correct"]) for i in both)
+    return {"questions": len(both),
+            "same_prediction": sum(a[i].get("prediction") == b[i].get("prediction") for i in both),
+            "same_text": sum(a[i].get("text") == b[i].get("text") for i in both),
+            "right_in_both": sum(bool(a[i]["correct"] and b[i]["correct"]) for i in both),
+            "right_only_first": sum(bool(a[i]["correct"] and not b[i]["correct"]) for i in both),
+            "right_only_second": sum(bool(b[i]["correct"] and not a[i]["correct"]) for i in both),
+            str(first): {"correct": right_a, "accuracy_ci": wilson_interval(right_a, len(both))},
+            str(second): {"correct": right_b, "accuracy_ci": wilson_interval(right_b, len(both))}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", default="convert,speed,gsm8k")
@@ -162,11 +227,21 @@ def main() -> None:
     parser.add_argument("--block-size", type=int, default=None,
                         help="vLLM KV-cache block size in tokens (its CPU default: 128); prefix caching reuses whole blocks only")
     parser.add_argument("--datasets", default="gsm8k,arc-c,demo", help="sets of the greedy part")
+    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
+    parser.add_argument("--scheduling", default="lockstep", choices=["lockstep", "continuous"])
+    parser.add_argument("--batch-questions", type=int, default=12, help="GSM8K questions of the batch part")
+    parser.add_argument("--batch-width", type=int, default=2, help="M = N of the batch part")
+    parser.add_argument("--compare", type=Path, nargs=2, default=None, metavar=("RUNS_A", "RUNS_B"),
+                        help="compare the greedy GSM8K records of two --runs-dir folders, decode nothing")
     parser.add_argument("--runs-dir", type=Path, default=Path("bench-results/qwen"), help="records of the greedy part")
     parser.add_argument("--out", type=Path, default=Path("bench-results/qwen-speed.json"))
     args = parser.parse_args()
+    if args.compare:
+        print(json.dumps(compare_greedy(*args.compare), indent=1))
+        return
     parts = set(args.parts.split(","))
-    out: dict[str, Any] = {"model": MODEL, "backend": args.backend}
+    out: dict[str, Any] = {"model": MODEL, "backend": args.backend, "dtype": args.dtype,
+                           "scheduling": args.scheduling, "block_size": args.block_size}
 
     def save() -> None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -176,12 +251,13 @@ def main() -> None:
         out["convert"] = measure_convert()
         print(out["convert"], flush=True)
         save()
-    vllm_kwargs: dict[str, Any] = {"disable_log_stats": False} if args.backend == "vllm" and "mfs" in parts else {}
+    vllm_kwargs: dict[str, Any] = ({"disable_log_stats": False}
+                                   if args.backend == "vllm" and parts & {"mfs", "batch"} else {})
     if args.block_size:
         vllm_kwargs["block_size"] = args.block_size
     extra = {"vllm_kwargs": vllm_kwargs} if vllm_kwargs else {}
     settings = MFSSettings(model=MODEL, backend=args.backend, device="cpu", max_answer_tokens=args.max_answer_tokens,
-                           assistant_prefix="", seed=0, **extra)
+                           assistant_prefix="", seed=0, dtype=args.dtype, scheduling=args.scheduling, **extra)
     with MFSEngine.from_settings(settings) as engine:
         if "speed" in parts:
             questions = [e.question for e in load_dataset("gsm8k", data_dir=args.data_dir, limit=args.rows).examples]
@@ -199,6 +275,10 @@ def main() -> None:
         if "mfs" in parts:
             question = load_dataset("gsm8k", data_dir=args.data_dir, limit=1).examples[0].question
             out["mfs"] = measure_mfs(engine, question)
+            save()
+        if "batch" in parts:
+            out["batch"] = measure_batch(engine, args.batch_questions, args.batch_width, args.data_dir,
+                                         args.runs_dir / f"batch-{args.scheduling}-{args.dtype}")
             save()
 
 

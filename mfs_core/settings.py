@@ -118,9 +118,10 @@ class MFSSettings(BaseSettings):
     )
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = Field(
         default="auto",
-        description="Weight dtype, the same rule on every backend that loads the model: 'auto' is float32 on "
-        "CPU (the transformers backend's device 'cpu', vLLM's CPU build) and the checkpoint's dtype on a GPU "
-        "(vLLM's 'auto': a float32 checkpoint runs in bfloat16/float16 there). backend='openai': the server's.",
+        description="Weight dtype. 'auto': float32 for the transformers backend on CPU; on vLLM's CPU build "
+        "bfloat16 where the CPU computes it natively (AVX512-BF16 or AMX; measured faster at equal GSM8K accuracy, "
+        "docs/real_models.md), else float32; the checkpoint's dtype on a GPU (vLLM's 'auto': a float32 checkpoint "
+        "runs in bfloat16/float16 there). backend='openai': the server's.",
     )
     seed: int = Field(default=0, description="Seed of every random choice of a decode (sampling and selection).")
     batch_size: int = Field(

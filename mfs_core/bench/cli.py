@@ -51,8 +51,9 @@ DeviceOption = Annotated[
 ]
 DtypeOption = Annotated[
     Optional[str],
-    typer.Option(help="Weight dtype: auto | float32 | float16 | bfloat16 ('auto': float32 on CPU, the "
-                 "checkpoint's on a GPU).", show_default="MFS_DTYPE, else 'auto'"),
+    typer.Option(help="Weight dtype: auto | float32 | float16 | bfloat16 ('auto': float32 on CPU, bfloat16 on "
+                 "vLLM's CPU build where the CPU has AVX512-BF16 or AMX, the checkpoint's on a GPU).",
+                 show_default="MFS_DTYPE, else 'auto'"),
 ]
 BaseUrlOption = Annotated[
     Optional[list[str]],

@@ -22,7 +22,10 @@ from typing import Any
 import pytest
 
 from mfs_core.backends import Backend, ContextWindowError, create_backend
-from mfs_core.backends.vllm import VLLM_SOURCE_VERSION, VLLMBackend, VLLMOutputError, engine_kwargs
+from mfs_core.backends import vllm as vllm_module
+from mfs_core.backends.vllm import (
+    CPU_BLOCK_SIZE, VLLM_SOURCE_VERSION, VLLMBackend, VLLMOutputError, cpu_has_bfloat16, engine_kwargs,
+)
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import MFSSettings
 from mfs_core.types import GenerationRequest
@@ -345,18 +348,36 @@ def test_engine_kwargs_pass_settings_through() -> None:
 
 
 def test_engine_kwargs_on_vllms_cpu_build() -> None:
-    """float32 for dtype='auto' (the transformers backend's CPU rule), a 4 GiB KV cache instead of 90%
-    of RAM, and chunked prefill off (seeded requests crash vLLM 0.32's CPU runner with it)."""
-    cpu = engine_kwargs(MFSSettings(backend="vllm"), cpu=True)
+    """dtype='auto' is bfloat16 where the CPU computes it natively and float32 elsewhere, a 4 GiB KV cache
+    instead of 90% of RAM, 32-token KV blocks (prefix caching reuses whole blocks), and chunked prefill
+    off (seeded requests crash vLLM 0.32's CPU runner with it)."""
+    cpu = engine_kwargs(MFSSettings(backend="vllm"), cpu=True, cpu_bfloat16=False)
     assert (cpu["dtype"], cpu["kv_cache_memory_bytes"], cpu["enable_chunked_prefill"]) == ("float32", 4 * 2**30, False)
+    assert cpu["block_size"] == CPU_BLOCK_SIZE == 32
+    assert engine_kwargs(MFSSettings(backend="vllm"), cpu=True, cpu_bfloat16=True)["dtype"] == "bfloat16"
+    assert engine_kwargs(MFSSettings(backend="vllm", dtype="float32"), cpu=True, cpu_bfloat16=True)["dtype"] == "float32"
     assert engine_kwargs(MFSSettings(backend="vllm", dtype="bfloat16", kv_cache_gib=0.5), cpu=True)["dtype"] == "bfloat16"
     assert engine_kwargs(MFSSettings(backend="vllm", kv_cache_gib=0.5), cpu=True)["kv_cache_memory_bytes"] == 2**29
+    assert engine_kwargs(MFSSettings(backend="vllm", vllm_kwargs={"block_size": 128}), cpu=True)["block_size"] == 128
     gpu = engine_kwargs(MFSSettings(backend="vllm"))
     assert gpu["dtype"] == "auto" and "kv_cache_memory_bytes" not in gpu and "enable_chunked_prefill" not in gpu
+    assert "block_size" not in gpu
     assert engine_kwargs(MFSSettings(backend="vllm", kv_cache_gib=2))["kv_cache_memory_bytes"] == 2 * 2**30
     with pytest.raises(ValueError, match="enable_chunked_prefill=True.*CPU Generator does not use offset"):
         engine_kwargs(MFSSettings(backend="vllm", vllm_kwargs={"enable_chunked_prefill": True}), cpu=True)
     assert engine_kwargs(MFSSettings(backend="vllm", vllm_kwargs={"enable_chunked_prefill": True}))["enable_chunked_prefill"]
+
+
+@pytest.mark.parametrize(("flags", "expected"), [
+    ("fpu vme avx512f avx512_bf16 avx512_vnni", True),
+    ("fpu vme avx512f amx_bf16 amx_tile", True),
+    ("fpu vme avx512f avx512_vnni", False),
+    ("fpu vme avx512f avx512_bf16x", False),
+])
+def test_cpu_has_bfloat16_reads_the_flags_line(flags: str, expected: bool) -> None:
+    cpuinfo = f"processor\t: 0\nmodel name\t: some cpu with avx512_bf16 in its name\nflags\t\t: {flags}\n"
+    assert cpu_has_bfloat16(cpuinfo) is expected
+    assert cpu_has_bfloat16("") is False
 
 
 def test_kv_cache_gib_range_and_managed_key() -> None:
@@ -366,16 +387,17 @@ def test_kv_cache_gib_range_and_managed_key() -> None:
         MFSSettings(vllm_kwargs={"kv_cache_memory_bytes": 2**30})
 
 
-def test_server_command_carries_the_engine_kwargs() -> None:
+def test_server_command_carries_the_engine_kwargs(monkeypatch: pytest.MonkeyPatch) -> None:
     from mfs_core.backends.transformers import demo_model_path
     from mfs_core.vllm_server import server_command
 
+    monkeypatch.setattr(vllm_module, "cpu_has_bfloat16", lambda: False)
     command = server_command(MFSSettings(backend="vllm", vllm_kwargs={"enforce_eager": True}), port=8011, cpu=True)
     assert command[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
     assert command[3:] == [
         "--model", str(demo_model_path()), "--tensor-parallel-size", "1", "--dtype", "float32",
         "--gpu-memory-utilization", "0.9", "--enable-prefix-caching", "--seed", "0",
-        "--kv-cache-memory-bytes", str(4 * 2**30), "--no-enable-chunked-prefill", "--enforce-eager",
+        "--kv-cache-memory-bytes", str(4 * 2**30), "--no-enable-chunked-prefill", "--block-size", "32", "--enforce-eager",
         "--served-model-name", "mfs-demo", "--generation-config", "vllm", "--host", "127.0.0.1", "--port", "8011",
     ]
 
