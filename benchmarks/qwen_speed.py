@@ -137,10 +137,10 @@ def _prefix_counters(engine: MFSEngine) -> dict[str, float]:
             if m.name in ("vllm:prefix_cache_hits", "vllm:prefix_cache_queries")}
 
 
-def measure_mfs(engine: MFSEngine, question: str) -> list[dict[str, Any]]:
-    """Wall seconds, output tokens and prefix-cache hit rate of one MFS decode at M = N = 2 and 4."""
+def measure_mfs(engine: MFSEngine, question: str, widths: tuple[int, ...] = (2, 4)) -> list[dict[str, Any]]:
+    """Wall seconds, output tokens and prefix-cache hit rate of one MFS decode at each M = N of ``widths``."""
     rows = []
-    for width in (2, 4):
+    for width in widths:
         settings = engine.settings.model_copy(update={"step_beam_size": width, "num_rollouts": width})
         before = _prefix_counters(engine)
         start = time.perf_counter()
@@ -229,6 +229,7 @@ def main() -> None:
     parser.add_argument("--datasets", default="gsm8k,arc-c,demo", help="sets of the greedy part")
     parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
     parser.add_argument("--scheduling", default="lockstep", choices=["lockstep", "continuous"])
+    parser.add_argument("--widths", default="2,4", help="M = N of the mfs part, comma-separated")
     parser.add_argument("--batch-questions", type=int, default=12, help="GSM8K questions of the batch part")
     parser.add_argument("--batch-width", type=int, default=2, help="M = N of the batch part")
     parser.add_argument("--compare", type=Path, nargs=2, default=None, metavar=("RUNS_A", "RUNS_B"),
@@ -274,7 +275,7 @@ def main() -> None:
             save()
         if "mfs" in parts:
             question = load_dataset("gsm8k", data_dir=args.data_dir, limit=1).examples[0].question
-            out["mfs"] = measure_mfs(engine, question)
+            out["mfs"] = measure_mfs(engine, question, tuple(int(w) for w in args.widths.split(",")))
             save()
         if "batch" in parts:
             out["batch"] = measure_batch(engine, args.batch_questions, args.batch_width, args.data_dir,

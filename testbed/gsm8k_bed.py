@@ -165,9 +165,9 @@ def decode(args: argparse.Namespace, samples_path: Path) -> None:
                     for example, output in zip(block, outputs):
                         rows = []
                         for completion in sorted(output.outputs, key=lambda c: c.index):
-                            answer = extract_prediction("gsm8k", completion.text, example.target, example.question)
+                            answer = extract_prediction(example.kind, completion.text, example.target, example.question)
                             lps, confs = _sample_logprobs(completion)
-                            sample = Sample(example.index, is_correct("gsm8k", answer, example.target), answer,
+                            sample = Sample(example.index, is_correct(example.kind, answer, example.target), answer,
                                             (_lines(completion.text) or [""])[0], lps, confs)
                             rows.append({**asdict(sample), "finish_reason": completion.finish_reason})
                         out.write(json.dumps({"run": run, "question": example.index, "samples": rows}) + "\n")

@@ -118,3 +118,32 @@ def test_a_seeded_mfs_decode_repeats_itself(qwen_engine: Any) -> None:
     print(first.text)
     assert first.text and first.text == second.text
     assert first.steps == second.steps and len(first.steps) >= 1
+
+
+def test_a_seeded_esc_decode_repeats_itself(qwen_engine: Any) -> None:
+    """ESC on the real model: windows of 2 samples of at most 16 tokens, at most 4 samples; the same seed
+    gives the same samples, and each window is one step of the trace."""
+    settings = MFSSettings(model=QWEN, device="cpu", esc_window=2, esc_max_samples=4, max_answer_tokens=16, seed=7)
+    question = "Tom has 3 apples. He buys 4 more apples. How many apples does Tom have now?"
+    first, second = (qwen_engine.decode([question], settings=settings, method="esc")[0] for _ in range(2))
+    assert first.method == "esc" and first.completions == second.completions
+    assert first.stop_reason in {"unanimous_window", "max_samples"}
+    assert len(first.completions) == 2 * len(first.steps) and 1 <= len(first.steps) <= 2
+    if first.stop_reason == "unanimous_window":
+        assert len({c.answer for c in first.steps[-1].candidates}) == 1
+    assert 0 < first.output_tokens <= 4 * 16
+
+
+def test_a_seeded_deepconf_decode_repeats_itself(qwen_engine: Any) -> None:
+    """DeepConf online on the real model: 2 warm-up traces, then chunks of 8 tokens; the transformers backend
+    reports a confidence per sampled token (the top-20 raw log-probs), so traces get positive scores, and the
+    same seed gives the same traces."""
+    settings = MFSSettings(model=QWEN, device="cpu", deepconf_warmup=2, deepconf_max_traces=4, deepconf_window=8,
+                           deepconf_chunk_tokens=8, max_answer_tokens=16, seed=7)
+    question = "Tom has 3 apples. He buys 4 more apples. How many apples does Tom have now?"
+    first, second = (qwen_engine.decode([question], settings=settings, method="deepconf")[0] for _ in range(2))
+    assert first.method == "deepconf" and first.completions == second.completions and first.steps == second.steps
+    assert first.stop_reason in {"consensus", "max_traces"}
+    warmup = first.steps[0].candidates
+    assert len(warmup) == 2 and all(c.confidence is not None and c.confidence > 0 for c in warmup)
+    assert 0 < first.output_tokens <= 4 * 16
