@@ -130,10 +130,13 @@ def measure_greedy(engine: MFSEngine, datasets: list[str], questions: int, data_
 
 
 def _prefix_counters(engine: MFSEngine) -> dict[str, float]:
-    llm = getattr(engine.backend, "llm", None)
-    if llm is None:
+    """vLLM's prefix-cache counters (tokens) of this process, from its Prometheus registry (both the
+    ``LLM`` and the ``AsyncLLM`` backend register them there; empty on other backends)."""
+    if getattr(engine.backend, "llm", None) is None:
         return {}
-    return {m.name: float(m.value) for m in llm.get_metrics()
+    from vllm.v1.metrics.reader import get_metrics_snapshot
+
+    return {m.name: float(m.value) for m in get_metrics_snapshot()
             if m.name in ("vllm:prefix_cache_hits", "vllm:prefix_cache_queries")}
 
 
