@@ -23,8 +23,8 @@ import typer
 
 from mfs_core import __version__
 from mfs_core.bench.cli import (
-    CPU_NUM_ROLLOUTS, CPU_STEP_BEAM_SIZE, ApiKeyOption, BaseUrlOption, DeviceOption, DtypeOption, TokenizerOption,
-    bench, check_base_url, choose_backend,
+    CPU_NUM_ROLLOUTS, CPU_STEP_BEAM_SIZE, ApiKeyOption, BaseUrlOption, DeviceOption, DtypeOption, SchedulingOption,
+    TokenizerOption, bench, check_base_url, choose_backend, vllm_scheduling,
 )
 from mfs_core.backends._hf import quiet_transformers
 from mfs_core.errors import format_validation_error
@@ -116,13 +116,7 @@ SeedOption = Annotated[Optional[int], typer.Option(help="Seed of the decode.", s
 BackendOption = Annotated[
     Optional[str], typer.Option(help="transformers | vllm | openai.", show_default=_default("backend"))
 ]
-SchedulingOption = Annotated[
-    Optional[str],
-    typer.Option(help="lockstep (one generate per round for every live decode) | continuous (--backend vllm: each "
-                 "decode's requests go to vLLM's AsyncLLM on their own; continuous batching). See docs/serve.md.",
-                 show_default=_default("scheduling")),
-]
-# The model and search options above are shared by ``mfs ask`` and ``mfs serve`` (SchedulingOption: serve only).
+# The model and search options above are shared by ``mfs ask`` and ``mfs serve`` (SchedulingOption: serve and bench).
 _SETTING_FLAGS = ("model", "step_beam_size", "num_rollouts", "prune_lambda", "stop_epsilon", "temperature", "max_steps",
                   "seed", "backend", "base_url", "tokenizer", "api_key", "device", "dtype")
 
@@ -135,19 +129,8 @@ def setting_flags(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def serve_scheduling(settings: MFSSettings, sources: dict[str, str]) -> MFSSettings:
-    """``mfs serve``'s engine design: ``continuous`` on ``--backend vllm`` unless ``--scheduling``
-    or ``MFS_SCHEDULING`` chose one; otherwise the settings unchanged.
-
-    Why: on the server's own load test (docs/serve.md, "Measured": vLLM's CPU build, demo model,
-    M = N = 4, Poisson arrivals at 1, 2 and 3 per second) continuous batching completed more
-    questions per second at every rate and had lower p50/p95 latency than the lockstep rounds.
-    The library's default (``lockstep``, every backend) is unchanged: a server is where many
-    decodes arrive at different times.
-    """
-    if settings.backend != "vllm" or "scheduling" in sources:
-        return settings
-    sources["scheduling"] = "mfs serve's default on vLLM"
-    return MFSSettings.from_values({**settings.model_dump(), "scheduling": "continuous"})
+    """``mfs serve``'s engine design: :func:`vllm_scheduling` for ``"mfs serve"``."""
+    return vllm_scheduling(settings, sources, "mfs serve")
 
 
 def resolve_settings(flags: dict[str, Any]) -> tuple[MFSSettings, dict[str, str]]:
