@@ -35,7 +35,7 @@ followed here, is the weighted one the paper describes.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
 from mfs_core.answers import AnswerExtractor, extract_answer, majority_vote
@@ -107,13 +107,69 @@ def require_confidences(cont: Continuation, settings: MFSSettings) -> None:
         raise ValueError(msg)
 
 
+def _sample_in_chunks(
+    batch: list[_Trace], request: Callable[[str, int, int], GenerationRequest], tally: TokenTally,
+    settings: MFSSettings, threshold: float,
+) -> Generator[list[GenerationRequest], list[list[Continuation]], None]:
+    """Extend every trace of ``batch`` by chunks of ``deepconf_chunk_tokens`` tokens (one request per live
+    trace per round, counted in ``tally``) until it finishes or a full group of ``deepconf_window`` tokens
+    falls below ``threshold`` (``_Trace.stopped_at``; ``deepconf/processors.py:43-51``, at chunk granularity).
+
+    Args:
+        batch: the traces, changed in place.
+        request: makes the request continuing a trace's text for ``n`` samples of ``max_tokens`` tokens.
+        tally: the decode's token totals.
+        settings: gives ``deepconf_chunk_tokens``, ``max_answer_tokens`` and ``deepconf_window``.
+        threshold: the stopping threshold ``s`` (nats).
+    """
+    while live := [t for t in batch if t.finish_reason is None and t.stopped_at is None]:
+        chunk = [request(t.text, 1, min(settings.deepconf_chunk_tokens, settings.max_answer_tokens - t.tokens))
+                 for t in live]
+        outputs = yield chunk
+        tally.add(chunk, outputs)
+        for trace, req, conts in zip(live, chunk, outputs):
+            checked = len(trace.confidences)
+            trace.extend(conts[0], req.max_tokens, settings)
+            trace.stopped_at = first_group_below(trace.confidences, settings.deepconf_window, threshold,
+                                                 start=checked)
+
+
+def _close_round(traces: list[_Trace], everything: list[_Trace], steps: list[StepTrace], head: str,
+                 settings: MFSSettings) -> str:
+    """Record the step of ``traces`` (appended to ``steps`` and reported) and test the consensus over the kept
+    traces of ``everything`` (β of the score-weighted vote against ``deepconf_consensus``) and the budget
+    (``deepconf_max_traces``).
+
+    Returns:
+        The stop reason, ``"consensus"`` or ``"max_traces"``, or ``""`` to sample another batch.
+    """
+    tau, budget = settings.deepconf_consensus, settings.deepconf_max_traces
+    voters = [t for t in everything if t.kept and t.answer is not None]
+    vote = majority_vote([t.answer for t in voters], [t.quality for t in voters],
+                         [t.score for t in voters]) if voters else None
+    beta = vote.vote_share if vote is not None else 0.0
+    if beta >= tau:
+        reason, verdict = "consensus", f">= τ = {tau:g}: stop"
+    elif len(everything) >= budget:
+        reason, verdict = "max_traces", f"< τ = {tau:g}; deepconf_max_traces = {budget} reached: stop"
+    else:
+        more = min(settings.deepconf_batch_size, budget - len(everything))
+        reason, verdict = "", f"< τ = {tau:g}: sample {more} more"
+    kept = [t for t in traces if t.kept]
+    step = StepTrace(step=len(steps), candidates=[t.candidate() for t in traces], converged=reason == "consensus",
+                     note=f"{head}; their votes {vote_summary([t.answer for t in kept], [t.score for t in kept])}; "
+                          f"leader {vote.answer if vote else None} holds β = {beta:.3f} of the weight {verdict}")
+    steps.append(step)
+    report_step(step, [])
+    return reason
+
+
 def decode_deepconf(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor | None = None) -> Decoder:
     """DeepConf online (Fu et al., 2025, Algorithm 2): warm-up, threshold, early-stopped traces, weighted vote.
 
-    See the module docstring for the steps and the lines of the authors' code each follows.
-    Every request asks ``top_logprobs = deepconf_top_logprobs`` and is sampled at
-    ``settings.temperature`` and ``top_p``, stopped at ``settings.end_marker`` or
-    ``max_answer_tokens`` per trace, each with its own seed from
+    Steps and the authors' code lines they follow: the module docstring. Every request asks
+    ``top_logprobs = deepconf_top_logprobs``, is sampled at ``settings.temperature`` and
+    ``top_p``, stopped at ``settings.end_marker`` or ``max_answer_tokens`` per trace, with a seed from
     :func:`~mfs_core.decoders.common.decode_rng`. The warm-up is one request (``n =
     deepconf_warmup``); each later round sends one request per live trace of the batch, for
     at most ``deepconf_chunk_tokens`` tokens. Traces that state no answer get the answer
@@ -145,10 +201,8 @@ def decode_deepconf(prompt: str, settings: MFSSettings, answer_key: AnswerExtrac
     """
     rng = decode_rng(settings, prompt)
     key = answer_key if answer_key is not None else extract_answer
-    window, tau, budget = settings.deepconf_window, settings.deepconf_consensus, settings.deepconf_max_traces
-    tally = TokenTally()
-    steps: list[StepTrace] = []
-    everything: list[_Trace] = []
+    window, budget = settings.deepconf_window, settings.deepconf_max_traces
+    tally, steps, everything = TokenTally(), [], []  # token totals; StepTrace per round; every _Trace sampled
 
     def request(text: str, n: int, max_tokens: int) -> GenerationRequest:
         return GenerationRequest(
@@ -167,27 +221,6 @@ def decode_deepconf(prompt: str, settings: MFSSettings, answer_key: AnswerExtrac
         for trace in traces:
             trace.answer = key(trace.text)
 
-    def close(traces: list[_Trace], head: str) -> str:
-        """Record the step of ``traces``, test the consensus; the stop reason, or "" to go on."""
-        voters = [t for t in everything if t.kept and t.answer is not None]
-        vote = majority_vote([t.answer for t in voters], [t.quality for t in voters],
-                             [t.score for t in voters]) if voters else None
-        beta = vote.vote_share if vote is not None else 0.0
-        if beta >= tau:
-            reason, verdict = "consensus", f">= τ = {tau:g}: stop"
-        elif len(everything) >= budget:
-            reason, verdict = "max_traces", f"< τ = {tau:g}; deepconf_max_traces = {budget} reached: stop"
-        else:
-            more = min(settings.deepconf_batch_size, budget - len(everything))
-            reason, verdict = "", f"< τ = {tau:g}: sample {more} more"
-        kept = [t for t in traces if t.kept]
-        step = StepTrace(step=len(steps), candidates=[t.candidate() for t in traces], converged=reason == "consensus",
-                         note=f"{head}; their votes {vote_summary([t.answer for t in kept], [t.score for t in kept])}; "
-                              f"leader {vote.answer if vote else None} holds β = {beta:.3f} of the weight {verdict}")
-        steps.append(step)
-        report_step(step, [])
-        return reason
-
     warmup = [_Trace() for _ in range(settings.deepconf_warmup)]
     first = request("", settings.deepconf_warmup, settings.max_answer_tokens)
     outputs = yield [first]
@@ -200,29 +233,22 @@ def decode_deepconf(prompt: str, settings: MFSSettings, answer_key: AnswerExtrac
         trace.kept = trace.score >= threshold
     yield from read_answers(warmup)
     everything += warmup
-    stop = close(warmup, f"warm-up: {len(warmup)} traces scored {', '.join(f'{t.score:.3f}' for t in warmup)}; "
-                         f"threshold s = {threshold:.3f} keeps {sum(t.kept for t in warmup)}")
+    scores = ", ".join(f"{t.score:.3f}" for t in warmup)
+    stop = _close_round(warmup, everything, steps, f"warm-up: {len(warmup)} traces scored {scores}; "
+                        f"threshold s = {threshold:.3f} keeps {sum(t.kept for t in warmup)}", settings)
     while not stop:
         batch = [_Trace() for _ in range(min(settings.deepconf_batch_size, budget - len(everything)))]
         everything += batch
-        while live := [t for t in batch if t.finish_reason is None and t.stopped_at is None]:
-            chunk = [request(t.text, 1, min(settings.deepconf_chunk_tokens, settings.max_answer_tokens - t.tokens))
-                     for t in live]
-            outputs = yield chunk
-            tally.add(chunk, outputs)
-            for trace, req, conts in zip(live, chunk, outputs):
-                checked = len(trace.confidences)
-                trace.extend(conts[0], req.max_tokens, settings)
-                trace.stopped_at = first_group_below(trace.confidences, window, threshold, start=checked)
+        yield from _sample_in_chunks(batch, request, tally, settings, threshold)
         for trace in batch:
             trace.score = trace_score(trace.confidences, window)
             trace.kept = trace.stopped_at is None and trace.score >= threshold
         yield from read_answers(batch)
         stopped = [str(t.stopped_at) for t in batch if t.stopped_at is not None]
         where = f" (at {', '.join(stopped)} tokens)" if stopped else ""
-        stop = close(batch, f"round {len(steps)}: {len(batch)} traces in chunks of {settings.deepconf_chunk_tokens} "
-                            f"tokens; {len(stopped)} stopped under s = {threshold:.3f}{where}, "
-                            f"{sum(t.kept for t in batch)} kept")
+        head = (f"round {len(steps)}: {len(batch)} traces in chunks of {settings.deepconf_chunk_tokens} tokens; "
+                f"{len(stopped)} stopped under s = {threshold:.3f}{where}, {sum(t.kept for t in batch)} kept")
+        stop = _close_round(batch, everything, steps, head, settings)
     voters = [t for t in everything if t.kept and t.answer is not None] or [t for t in everything if t.kept]
     return finish_result(
         [t.text for t in voters], [t.quality for t in voters], settings, tally, stop_reason=stop, steps=steps,
@@ -232,7 +258,7 @@ def decode_deepconf(prompt: str, settings: MFSSettings, answer_key: AnswerExtrac
             "deepconf_top_logprobs": settings.deepconf_top_logprobs, "deepconf_window": window,
             "deepconf_warmup": settings.deepconf_warmup, "deepconf_keep": settings.deepconf_keep,
             "deepconf_batch": settings.deepconf_batch_size, "deepconf_chunk_tokens": settings.deepconf_chunk_tokens,
-            "deepconf_consensus": tau, "deepconf_max_traces": budget, "threshold": threshold,
+            "deepconf_consensus": settings.deepconf_consensus, "deepconf_max_traces": budget, "threshold": threshold,
             "temperature": settings.temperature, "top_p": settings.top_p,
         },
     )
