@@ -71,6 +71,7 @@ def llama_server() -> Iterator[str]:
             if time.monotonic() > deadline:
                 pytest.fail(f"the llama.cpp server did not answer GET /v1/models within {START_TIMEOUT} s")
             time.sleep(0.25)
+        _first_completion(process, url)
         yield url
     finally:
         os.kill(process.pid, signal.SIGTERM)
@@ -80,6 +81,30 @@ def llama_server() -> Iterator[str]:
             os.kill(process.pid, signal.SIGKILL)
             process.wait(timeout=15)
         process.stderr.close()
+
+
+def _first_completion(process: subprocess.Popen, url: str) -> None:
+    """One token from the server, so that a server that dies computing fails here, with its exit status.
+
+    ``GET /v1/models`` answers before the model has computed anything. A llama.cpp compiled for
+    the build machine's CPU (``GGML_NATIVE``, on by default) can die at its first matrix product
+    on another one, or where the kernel refuses AMX tiles (measured 2026-11-26, llama-cpp-python
+    0.3.36: "AMX is not ready to be used!", then SIGILL on ``tilezero``); .ci/run and README
+    build it with ``-DGGML_NATIVE=OFF``.
+    """
+    import httpx
+
+    try:
+        httpx.post(url + "/completions", json={"model": MODEL, "prompt": "1 +", "max_tokens": 1}, timeout=60.0)
+    except httpx.TransportError:
+        pass
+    time.sleep(0.5)
+    if process.poll() is not None:
+        code = process.returncode
+        name = signal.Signals(-code).name if code < 0 else f"exit status {code}"
+        pytest.fail(f"the llama.cpp server died computing its first token ({name}): a llama.cpp built for another "
+                    "CPU, or with AMX where the kernel refuses it; rebuild with "
+                    'CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --no-cache-dir --force-reinstall llama-cpp-python')
 
 
 def _decode(url: str, server_n: str) -> tuple[OpenAIBackend, object, float]:
