@@ -2,8 +2,9 @@
 
 ``chat`` format (MFS_SPEC.md, "question x"): the question is the single user message of
 the model's chat template (after an optional system message), the generation prompt opens
-the assistant turn, and the assistant prefix (``The reasoning steps are:\\n\\n``) starts the
-answer. ``raw`` format: the prompt is used verbatim.
+the assistant turn, and the assistant prefix starts the answer (:func:`assistant_prefix`: by
+default the φ-Decoding release's ``The reasoning steps are:\\n\\n`` for the demo model only).
+``raw`` format: the prompt is used verbatim.
 """
 
 from __future__ import annotations
@@ -12,10 +13,31 @@ from collections.abc import Sequence
 from typing import Any
 
 from mfs_core.backends.base import Backend
-from mfs_core.settings import MFSSettings
+from mfs_core.settings import DEMO_ASSISTANT_PREFIX, DEMO_MODEL, MFSSettings
 from mfs_core.tools.rendering import ToolsNotSupportedError, renders_tools, template_messages
 
-__all__ = ["check_encodable", "render_messages", "render_question", "validate_question"]
+__all__ = ["assistant_prefix", "check_encodable", "render_messages", "render_question", "validate_question"]
+
+
+def assistant_prefix(settings: MFSSettings, model_name: str) -> str:
+    """The text that opens the assistant's answer after the chat template, for ``model_name``.
+
+    ``settings.assistant_prefix`` when it is a string (``""`` included), tools or not. None
+    (the default) is model-aware: :data:`~mfs_core.settings.DEMO_ASSISTANT_PREFIX`, the
+    φ-Decoding release's ``"The reasoning steps are:\\n\\n"``, for the demo model
+    (:data:`~mfs_core.settings.DEMO_MODEL`, trained with it, tool calls included), and ``""``
+    for every other model: a chat model opens its own answer, and the release's prefix, written
+    after the generation prompt, turned Qwen2.5-Coder-0.5B's tool calls into prose (issue 43,
+    item 7) and cost it GSM8K questions (docs/real_models.md, "The assistant prefix").
+
+    Args:
+        settings: gives ``assistant_prefix``.
+        model_name: the backend's model name (:attr:`Backend.model_name`, ``settings.model``
+            for the local backends, the served name for the HTTP one).
+    """
+    if settings.assistant_prefix is not None:
+        return settings.assistant_prefix
+    return DEMO_ASSISTANT_PREFIX if model_name == DEMO_MODEL else ""
 
 
 def validate_question(question: object) -> str:
@@ -61,7 +83,8 @@ def render_messages(
 ) -> str:
     """Render chat ``messages`` (and ``tools``) into the model prompt.
 
-    The model's chat template with the generation prompt, then ``settings.assistant_prefix``.
+    The model's chat template with the generation prompt, then the assistant prefix
+    (:func:`assistant_prefix`).
     Messages are the neutral dicts of :mod:`mfs_core.tools.rendering` (``role``,
     ``content``; ``tool_calls`` on assistant messages, ``name`` / ``tool_call_id`` on tool
     messages): where the template renders tools they go to it in the Hugging Face format,
@@ -97,7 +120,7 @@ def render_messages(
     if rendered is None:
         msg = f"model {backend.model_name!r} has no chat template; use prompt_format='raw'"
         raise ValueError(msg)
-    return rendered + settings.assistant_prefix
+    return rendered + assistant_prefix(settings, backend.model_name)
 
 
 def render_question(question: str, backend: Backend, settings: MFSSettings) -> str:
@@ -122,4 +145,4 @@ def render_question(question: str, backend: Backend, settings: MFSSettings) -> s
             msg = f"prompt_format='chat' but model {backend.model_name!r} has no chat template"
             raise ValueError(msg)
         return question
-    return rendered + settings.assistant_prefix
+    return rendered + assistant_prefix(settings, backend.model_name)

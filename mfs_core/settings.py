@@ -25,11 +25,14 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from mfs_core.errors import closest, one_line, unknown_name_message
 
 __all__ = [
-    "ABLATION_FIELDS", "BACKEND_FIELDS", "DEMO_MODEL", "ENV_PREFIX", "BackendSettings", "MFSSettings", "UnknownSettingWarning",
-    "environment_sources", "setting_sources",
+    "ABLATION_FIELDS", "BACKEND_FIELDS", "DEMO_ASSISTANT_PREFIX", "DEMO_MODEL", "ENV_PREFIX", "BackendSettings",
+    "MFSSettings", "UnknownSettingWarning", "environment_sources", "setting_sources",
 ]
 
 DEMO_MODEL = "mfs-demo"
+DEMO_ASSISTANT_PREFIX = "The reasoning steps are:\n\n"
+"""The φ-Decoding release's assistant prefix, on which the demo model was trained: what
+``assistant_prefix=None`` means for :data:`DEMO_MODEL` (:func:`mfs_core.prompts.assistant_prefix`)."""
 ENV_PREFIX = "MFS_"
 _NOT_SETTINGS = frozenset({"MFS_DATA_DIR"})
 """``MFS_*`` environment variables that are no setting but are read elsewhere (the tests' data)."""
@@ -249,9 +252,12 @@ class MFSSettings(BaseSettings):
         description="'chat': the question is the single user message of the chat template, then the "
         "assistant prefix; 'raw': the prompt is used verbatim; 'auto': chat when the tokenizer has a template.",
     )
-    assistant_prefix: str = Field(
-        default="The reasoning steps are:\n\n",
-        description="Text that opens the assistant's answer in 'chat' format (the φ-Decoding release's).",
+    assistant_prefix: str | None = Field(
+        default=None,
+        description="Text that opens the assistant's answer in 'chat' format. None (default): the φ-Decoding "
+        "release's 'The reasoning steps are:\\n\\n' for the demo model, which was trained on it, and none for any "
+        "other model (a chat model writes its own answer; the release's prefix cost Qwen2.5-Coder-0.5B GSM8K "
+        "questions and its tool calls); a string, '' included, is used as given, tools or not.",
     )
     system_prompt: str | None = Field(default=None, description="Optional system message in 'chat' format.")
     step_delimiter: str = Field(default="\n", min_length=1, description="Text that ends one reasoning step.")

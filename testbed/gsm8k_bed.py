@@ -224,8 +224,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--k", type=int, default=16, help="samples per question and temperature")
     parser.add_argument("--temperatures", default="0.7,0.5", help="comma-separated sampling temperatures")
     parser.add_argument("--prefixes", default="release,none", help=f"greedy assistant prefixes, of {sorted(PREFIXES)}")
-    parser.add_argument("--sample-prefix", default="release", choices=sorted(PREFIXES),
-                        help="the assistant prefix of the sampled answers")
+    parser.add_argument("--sample-prefix", default="none", choices=sorted(PREFIXES),
+                        help="the assistant prefix of the sampled answers (none: the library's default for Qwen)")
     parser.add_argument("--max-tokens", type=int, default=400)
     parser.add_argument("--chunk", type=int, default=16, help="questions per vLLM generate call")
     parser.add_argument("--seed", type=int, default=0)

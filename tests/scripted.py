@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any
 
+from mfs_core.settings import DEMO_MODEL
 from mfs_core.types import Continuation, DecodeResult, FinishReason, GenerationRequest
 
 __all__ = ["ScriptedBackend", "continuation", "drive", "hermes_template", "synthetic_model", "whitespace_tokens"]
@@ -147,7 +148,9 @@ class ScriptedBackend:
             return None (a model without template).
         context_window: tokens the fake model accepts.
         num_parameters: parameter count used for FLOPs (6·n·P).
-        model_name: name reported in results.
+        model_name: name reported in results; by default the demo model's (it plays the demo
+            model, whose default assistant prefix is the φ release's:
+            :func:`mfs_core.prompts.assistant_prefix`).
 
     Attributes:
         calls: the requests of every ``generate`` call, in call order.
@@ -161,7 +164,7 @@ class ScriptedBackend:
         chat_template: Callable[..., str] | None = _default_chat_template,
         context_window: int = 4096,
         num_parameters: int = 1000,
-        model_name: str = "scripted",
+        model_name: str = DEMO_MODEL,
     ) -> None:
         if callable(script):
             self._script: Script | None = script

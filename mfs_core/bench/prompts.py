@@ -23,7 +23,7 @@ from __future__ import annotations
 from mfs_core.backends.base import Backend
 from mfs_core.bench.datasets import Example
 from mfs_core.bench.fewshot import GSM_COT_8_SHOT, LOGIC_MRC_COT_4_SHOT, MATH_COT_4_SHOT
-from mfs_core.prompts import render_question
+from mfs_core.prompts import assistant_prefix, render_question
 from mfs_core.settings import MFSSettings
 
 __all__ = ["SYSTEM_PROMPTS", "render_example", "system_prompt"]
@@ -78,7 +78,8 @@ def render_example(example: Example, backend: Backend, settings: MFSSettings) ->
     Args:
         example: the question (its ``kind`` picks the system prompt).
         backend: supplies the chat template.
-        settings: supplies ``assistant_prefix`` (and, for ``"demo"``, ``prompt_format``).
+        settings: supplies ``assistant_prefix`` (resolved for the model by
+            :func:`mfs_core.prompts.assistant_prefix`) and, for ``"demo"``, ``prompt_format``.
 
     Returns:
         Chat template of ``[system, user]`` with the generation prompt (its whitespace kept),
@@ -96,5 +97,5 @@ def render_example(example: Example, backend: Backend, settings: MFSSettings) ->
         merged = [{"role": "user", "content": f"{system}\n{example.question}"}]
         rendered = backend.apply_chat_template(merged)
     if rendered is None:
-        return f"{system}\n\n{example.question}\n{settings.assistant_prefix}"
-    return rendered + settings.assistant_prefix
+        return f"{system}\n\n{example.question}\n{assistant_prefix(settings, backend.model_name)}"
+    return rendered + assistant_prefix(settings, backend.model_name)

@@ -82,9 +82,13 @@ def _example(name: str, index: int):  # noqa: ANN202 - a bench Example
 def test_the_assistant_prefix_follows_the_templates_newline(smollm2: TransformersBackend) -> None:
     from mfs_core.bench.prompts import SYSTEM_PROMPTS, render_example
 
-    prompt = render_example(_example("arc-c", ARC_QUESTION), smollm2, MFSSettings(model=SMOLLM2))
+    release = MFSSettings(model=SMOLLM2, assistant_prefix="The reasoning steps are:\n\n")
+    prompt = render_example(_example("arc-c", ARC_QUESTION), smollm2, release)
     assert prompt.startswith(f"<|im_start|>system\n{SYSTEM_PROMPTS['arc']}<|im_end|>\n<|im_start|>user\n")
     assert prompt.endswith("<|im_end|>\n<|im_start|>assistant\nThe reasoning steps are:\n\n")
+    # The default for a model other than the demo: no prefix, the prompt ends at the generation prompt.
+    default = render_example(_example("arc-c", ARC_QUESTION), smollm2, MFSSettings(model=SMOLLM2))
+    assert default == prompt.removesuffix("The reasoning steps are:\n\n")
 
 
 def test_mfs_on_arc_keeps_blank_lines_out_of_the_steps_and_every_path_states_an_answer(

@@ -19,8 +19,9 @@ from tests.packaged_models import packaged_engine, spy_prompts
 QWEN = "qwen2.5-coder-0.5b-instruct"
 
 # Greedy (cot) for the agents' round trips: two short generations per round trip on 2 CPU cores;
-# the MFS test runs its own tiny search (M = N = 2).
-AGENT = {"model": QWEN, "device": "cpu", "method": "cot", "max_answer_tokens": 64, "assistant_prefix": "", "seed": 0}
+# the MFS test runs its own tiny search (M = N = 2). The assistant prefix is the default's (none for
+# this model: mfs_core.prompts.assistant_prefix).
+AGENT = {"model": QWEN, "device": "cpu", "method": "cot", "max_answer_tokens": 64, "seed": 0}
 
 
 def add(a: int, b: int) -> int:

@@ -110,6 +110,25 @@ async def test_a_llamaindex_function_agent_calls_a_tool_and_gets_its_result_back
     assert str(response).startswith(REPEATED)
 
 
+@pytest.mark.parametrize("method", ["cot", "mfs"])
+def test_bound_tools_with_the_default_prefix_give_a_tool_call(qwen_engine: Any, model_prompts: list[str],
+                                                               method: str) -> None:
+    """Issue 43, item 7, as a new user writes it: ``bind_tools([multiply]).invoke(...)`` with the default
+    settings (the search cut to M = N = 2 and one short step on 2 CPU cores). With the φ release's
+    prefix after Qwen's tool template this model answered in prose ("1. The multiply tool is called
+    with ..."); with the default (no prefix for a model other than the demo) it calls the tool."""
+    from langchain_core.tools import tool
+
+    from langchain_mfs import ChatMFS
+
+    search = {"step_beam_size": 2, "num_rollouts": 2, "max_steps": 1, "max_step_tokens": 12} if method == "mfs" else {}
+    chat = ChatMFS(engine=qwen_engine, model=QWEN, device="cpu", method=method, max_answer_tokens=48, seed=0, **search)
+    reply = chat.bind_tools([tool(multiply)]).invoke("What is 23 times 17? Use the multiply tool.")
+    print(method, repr(reply.content), reply.tool_calls)
+    assert model_prompts[0].endswith("<|im_start|>assistant\n")  # the template's generation prompt, no prefix
+    assert [(c["name"], c["args"]) for c in reply.tool_calls] == [("multiply", {"a": 23, "b": 17})]
+
+
 def test_a_seeded_mfs_decode_repeats_itself(qwen_engine: Any) -> None:
     settings = MFSSettings(model=QWEN, device="cpu", step_beam_size=2, num_rollouts=2, max_steps=1, max_step_tokens=12,
                            max_answer_tokens=16, seed=7)

@@ -227,7 +227,7 @@ def test_ai_message_has_usage_and_metadata(chat: ChatMFS, backend: ScriptedBacke
         "total_tokens": prompt_tokens + output_tokens,
     }
     meta = message.response_metadata
-    assert (meta["model_name"], meta["answer"], meta["vote_share"], meta["stop_reason"]) == ("scripted", "4", 1.0, "all_finished")
+    assert (meta["model_name"], meta["answer"], meta["vote_share"], meta["stop_reason"]) == ("mfs-demo", "4", 1.0, "all_finished")
     assert (meta["num_steps"], meta["flops"]) == (1, 6 * output_tokens * backend.num_parameters)
 
 
@@ -241,7 +241,7 @@ def test_stream_ends_with_a_last_chunk_that_carries_usage(chat: ChatMFS) -> None
         full = full + chunk
     assert full.content == ANSWER
     assert full.usage_metadata == chat.invoke("What is 2 + 2?").usage_metadata
-    assert full.response_metadata["model_name"] == "scripted"
+    assert full.response_metadata["model_name"] == "mfs-demo"
 
 
 def test_streaming_true_fires_a_callback_per_chunk(backend: ScriptedBackend) -> None:

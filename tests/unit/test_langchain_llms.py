@@ -221,7 +221,7 @@ def test_a_stream_carries_the_generation_info_on_its_last_chunk(llm: MFSLLM) -> 
     chunks = list(llm._stream("Tom has 3 apples."))
     assert [chunk.generation_info for chunk in chunks[:-1]] == [None] * (len(chunks) - 1)
     info = chunks[-1].generation_info
-    assert (info["answer"], info["vote_share"], info["model_name"]) == ("7", 1.0, "scripted")
+    assert (info["answer"], info["vote_share"], info["model_name"]) == ("7", 1.0, "mfs-demo")
 
 
 # --- usage and metadata -------------------------------------------------------------------------
@@ -236,7 +236,7 @@ def test_token_usage_and_generation_info(llm: MFSLLM, backend: ScriptedBackend) 
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         },
-        "model_name": "scripted",
+        "model_name": "mfs-demo",
     }
     long, short = (generations[0].generation_info for generations in result.generations)
     assert (long["answer"], long["vote_share"], long["stop_reason"], long["num_steps"]) == ("7", 1.0, "converged", 2)

@@ -69,7 +69,7 @@ def test_invoked_with_a_tool_call_it_returns_a_tool_message(tool: MFSReasoningTo
     assert (message.tool_call_id, message.name, message.status) == ("call-1", "mfs_reasoning", "success")
     assert message.content == EXPECTED_CONTENT
     artifact = message.artifact
-    assert (artifact["answer"], artifact["vote_share"], artifact["model_name"]) == ("7", 0.75, "scripted")
+    assert (artifact["answer"], artifact["vote_share"], artifact["model_name"]) == ("7", 0.75, "mfs-demo")
     assert artifact["text"] == "3 + 4 = 7\nThe answer is: \\boxed{7}."
     assert artifact["token_usage"]["total_tokens"] > 0
 

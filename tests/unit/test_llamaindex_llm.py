@@ -21,11 +21,11 @@ from llamaindex_mfs import MFSLLM
 from llamaindex_mfs import base as llamaindex_base
 from mfs_core.adapters import stream_chunks
 from mfs_core.engine import MFSEngine
-from mfs_core.settings import MFSSettings
+from mfs_core.settings import DEMO_ASSISTANT_PREFIX, DEMO_MODEL, MFSSettings
 from mfs_core.types import Continuation, DecodeResult, GenerationRequest
 from tests.scripted import ScriptedBackend, continuation
 
-PREFIX = MFSSettings.model_fields["assistant_prefix"].default
+PREFIX = DEMO_ASSISTANT_PREFIX
 SOLUTION = "3 + 4 = 7\nThe answer is: \\boxed{7}.<end_of_reasoning>"
 ANSWER_TEXT = "3 + 4 = 7\nThe answer is: \\boxed{7}."
 QUESTION = "Tom has 3 apples. He buys 4 more apples. How many apples does Tom have now?"
@@ -50,7 +50,7 @@ def make_engine(backend: ScriptedBackend, **settings: object) -> MFSEngine:
 
 @pytest.fixture
 def backend() -> ScriptedBackend:
-    return ScriptedBackend(solve, context_window=1024, model_name="scripted-demo")
+    return ScriptedBackend(solve, context_window=1024, model_name=DEMO_MODEL)
 
 
 @pytest.fixture
@@ -116,7 +116,7 @@ def test_metadata_comes_from_the_loaded_model_and_settings(backend: ScriptedBack
     llm = MFSLLM(engine=make_engine(backend), max_answer_tokens=40)
     metadata = llm.metadata
     assert metadata.context_window == 1024
-    assert metadata.model_name == "scripted-demo"
+    assert metadata.model_name == DEMO_MODEL
     assert metadata.num_output == 40
     assert metadata.is_chat_model is True
     assert metadata.is_function_calling_model is False

@@ -8,7 +8,7 @@ import pytest
 
 from mfs_core.backends._hf import load_local_tokenizer, render_chat
 from mfs_core.backends.transformers import demo_model_path
-from mfs_core.prompts import render_messages
+from mfs_core.prompts import assistant_prefix, render_messages, render_question
 from mfs_core.settings import MFSSettings
 from mfs_core.tools import ToolsNotSupportedError, check_tools, renders_tools, resolve_parser, template_messages
 from mfs_core.tools.rendering import PROBE_TOOL
@@ -71,8 +71,23 @@ def test_render_messages_with_tools_and_the_clear_error_without() -> None:
     prompt = render_messages(CONVERSATION, ScriptedBackend(lambda r: [], chat_template=hermes_template), settings, tools=[PROBE_TOOL])
     assert prompt.startswith("<s><|system|>\nYou may call tools:\n<tools>\n")
     assert prompt.endswith('<|tool|>\n7\n<|assistant|>\nThe reasoning steps are:\n\n')
-    with pytest.raises(ToolsNotSupportedError, match="model 'scripted' cannot call tools"):
+    with pytest.raises(ToolsNotSupportedError, match="model 'mfs-demo' cannot call tools"):
         render_messages(CONVERSATION, ScriptedBackend(lambda r: []), settings, tools=[PROBE_TOOL])
+
+
+def test_the_default_assistant_prefix_is_the_releases_for_the_demo_model_only() -> None:
+    release = "The reasoning steps are:\n\n"
+    assert assistant_prefix(MFSSettings(), "mfs-demo") == release
+    assert assistant_prefix(MFSSettings(), "qwen2.5-coder-0.5b-instruct") == ""
+    assert assistant_prefix(MFSSettings(assistant_prefix=""), "mfs-demo") == ""
+    assert assistant_prefix(MFSSettings(assistant_prefix="Steps:\n"), "qwen2.5-coder-0.5b-instruct") == "Steps:\n"
+    # A chat model with tools bound: the prompt ends at the template's generation prompt, where it opens its call.
+    qwen = ScriptedBackend(lambda r: [], chat_template=hermes_template, model_name="qwen2.5-coder-0.5b-instruct")
+    assert render_messages(CONVERSATION, qwen, MFSSettings(), tools=[PROBE_TOOL]).endswith("<|tool|>\n7\n<|assistant|>\n")
+    assert render_question("What is 3 plus 4?", qwen, MFSSettings()).endswith("<|user|>\nWhat is 3 plus 4?\n<|assistant|>\n")
+    # Set by hand it is used as given, tools or not.
+    explicit = MFSSettings(assistant_prefix=release)
+    assert render_messages(CONVERSATION, qwen, explicit, tools=[PROBE_TOOL]).endswith("<|assistant|>\n" + release)
 
 
 @pytest.mark.parametrize(
