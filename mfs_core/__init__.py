@@ -11,6 +11,7 @@ backend is built.
 """
 
 from mfs_core.engine import EngineStats, MFSEngine
+from mfs_core.errors import MFSError
 from mfs_core.settings import DEMO_MODEL, MFSSettings
 from mfs_core.types import Candidate, Continuation, DecodeResult, GenerationRequest, StepTrace
 
@@ -22,6 +23,7 @@ __all__ = [
     "EngineStats",
     "GenerationRequest",
     "MFSEngine",
+    "MFSError",
     "MFSSettings",
     "StepTrace",
 ]

@@ -27,7 +27,7 @@ from mfs_core.bench.cli import (
     TokenizerOption, bench, check_base_url, choose_backend, vllm_scheduling,
 )
 from mfs_core.backends._hf import quiet_transformers
-from mfs_core.errors import format_validation_error
+from mfs_core.errors import MFSError, format_validation_error
 from mfs_core.settings import DEMO_MODEL, MFSSettings, UnknownSettingWarning, setting_sources
 from mfs_core.trace import format_reasoning, format_trace, format_vote, search_header
 from mfs_core.live import LiveView, write_traces
@@ -56,7 +56,7 @@ PRECEDENCE = (
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Martingale Foresight Sampling.")
 
 
-class CLIError(Exception):
+class CLIError(MFSError):
     """A one-line error ``mfs`` prints (``error: ...``) before exiting with status 2."""
 
 

@@ -1,6 +1,8 @@
 """The library's errors, and one-line error messages for bad settings and unknown names.
 
-:class:`ContextWindowError`, :class:`BackendOutputError` and :class:`GenerateTimeoutError`
+:class:`MFSError` is the root of every exception the library defines (``except MFSError``
+catches any of them); each also keeps its built-in base (``ValueError``, ``RuntimeError``,
+...), so ``except`` clauses written against those still work. :class:`ContextWindowError`, :class:`BackendOutputError` and :class:`GenerateTimeoutError`
 are raised by the backends and the engine (also importable from ``mfs_core.backends.base``,
 their former home).
 
@@ -21,16 +23,27 @@ from annotated_types import Ge, Gt, Le, Lt, MinLen
 from pydantic import BaseModel, ValidationError
 
 __all__ = [
-    "BackendOutputError", "ContextWindowError", "GenerateTimeoutError", "OneLineValidationError", "allowed_range",
+    "BackendOutputError", "ContextWindowError", "GenerateTimeoutError", "MFSError", "OneLineValidationError",
+    "allowed_range",
     "closest", "format_validation_error", "one_line", "unknown_name_message",
 ]
 
 
-class ContextWindowError(ValueError):
+class MFSError(Exception):
+    """The root of the library's exceptions: ``except MFSError`` catches any error mfs raises itself.
+
+    Every subclass also derives from the built-in exception it was before this root existed
+    (``ContextWindowError`` is a ``ValueError``, ``OpenAIBackendError`` a ``RuntimeError``, ...).
+    Errors of the libraries underneath (pydantic, httpx, vLLM, torch) pass through unchanged,
+    except pydantic's on settings, which become :class:`OneLineValidationError`.
+    """
+
+
+class ContextWindowError(MFSError, ValueError):
     """A prompt (plus its ``max_tokens``) does not fit the model's context window."""
 
 
-class BackendOutputError(RuntimeError):
+class BackendOutputError(MFSError, RuntimeError):
     """A backend answered a ``generate`` call in a shape the protocol does not allow.
 
     Too few or too many results or continuations, or a log-probability that is NaN or
@@ -39,7 +52,7 @@ class BackendOutputError(RuntimeError):
     """
 
 
-class GenerateTimeoutError(TimeoutError):
+class GenerateTimeoutError(MFSError, TimeoutError):
     """``backend.generate`` did not return within the decodes' ``generate_timeout`` (seconds)."""
 
 
@@ -148,7 +161,7 @@ def format_validation_error(
     return "; ".join(parts)
 
 
-class OneLineValidationError(ValidationError):
+class OneLineValidationError(MFSError, ValidationError):
     """A pydantic ``ValidationError`` whose ``str()`` is one line (:func:`format_validation_error`).
 
     Still a ``ValidationError`` (and so a ``ValueError``): ``errors()`` gives the details,

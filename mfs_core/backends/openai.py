@@ -84,7 +84,7 @@ from pydantic import SecretStr
 
 from mfs_core.backends import _hf
 from mfs_core.backends.base import warn_unconstrained_grammar, warn_unhonoured_choices
-from mfs_core.errors import ContextWindowError
+from mfs_core.errors import ContextWindowError, MFSError
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, FinishReason, GenerationRequest
 
@@ -104,7 +104,7 @@ _TOKEN_ID = re.compile(r"^token_id:(\d+)$")
 _CONTEXT_ERROR = re.compile(r"context length|context window|max_model_len|maximum model length", re.IGNORECASE)
 
 
-class OpenAIBackendError(RuntimeError):
+class OpenAIBackendError(MFSError, RuntimeError):
     """A server failed a request (after the retries) or sent an answer MFS cannot use."""
 
 

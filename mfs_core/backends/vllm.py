@@ -89,7 +89,7 @@ from typing import Any
 
 from mfs_core.backends import _hf
 from mfs_core.backends.base import warn_unconstrained_grammar, warn_unhonoured_choices
-from mfs_core.errors import ContextWindowError
+from mfs_core.errors import ContextWindowError, MFSError
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest
 
@@ -140,7 +140,7 @@ def cpu_has_bfloat16(cpuinfo: str | None = None) -> bool:
     return False
 
 
-class VLLMOutputError(RuntimeError):
+class VLLMOutputError(MFSError, RuntimeError):
     """vLLM returned an output MFS cannot score (no log-probs, aborted, wrong shape)."""
 
 

@@ -8,7 +8,9 @@ decode's requests go to vLLM's ``AsyncLLM`` on their own (:mod:`mfs_core.engine`
 and rendered as the adapters do (:func:`mfs_core.tools.call.plan_call`), admitted if the
 engine holds fewer than ``queue_size`` decodes (else 429 with ``Retry-After``), then decoded;
 a streamed request sends each chosen step as ``delta.reasoning`` (and ``reasoning_content``)
-while the search runs, then the answer as ``delta.content``, then ``usage``. A client that
+while the search runs, then the answer as ``delta.content``, then ``usage``; a non-streamed
+reply carries the same text as ``message.reasoning`` and ``message.reasoning_content``
+(completions: ``choices[].reasoning``), as vLLM's reasoning parsers return them. A client that
 disconnects abandons its decodes: the engine drops them at its next round boundary (continuous:
 at once, their requests aborted in vLLM).
 
@@ -34,6 +36,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -57,12 +60,33 @@ logger = logging.getLogger("mfs_core.serve")
 
 @dataclass
 class _Prepared:
-    """A call rendered for the engine: its prompts, vote key, plan and prompt tokens."""
+    """A call rendered for the engine: its prompts, vote key, plan and prompt tokens; once submitted
+    without streaming, each choice's reasoning written from its decode's events (``reasoning``, by
+    choice index), which the reply carries as ``message.reasoning``."""
 
     prompts: list[str]
     plan: CallPlan | None
     answer_key: Any
     prompt_tokens: int
+    reasoning: list[ReasoningText] = dataclasses.field(default_factory=list)
+
+
+MAX_JSON_DEPTH = 32
+"""Most levels of nested JSON arrays and objects a request body may have (a chat request needs about 8)."""
+
+
+def json_depth(value: Any) -> int:
+    """Levels of nested arrays and objects in a parsed JSON value (a scalar: 0), without recursion."""
+    depth, level = 0, [value]
+    while level:
+        containers = [v for v in level if isinstance(v, (dict, list))]
+        if not containers:
+            break
+        depth += 1
+        if depth > MAX_JSON_DEPTH:
+            return depth
+        level = [child for c in containers for child in (c.values() if isinstance(c, dict) else c)]
+    return depth
 
 
 class _Disconnected(Exception):
@@ -92,7 +116,7 @@ class MFSServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._mean_seconds: float | None = None
         key = self.config.api_key
-        self._expected = f"Bearer {key.get_secret_value()}".encode() if key is not None else None
+        self._expected = key.get_secret_value().encode() if key is not None else None
 
     # --- the app ------------------------------------------------------------------------------
     def app(self) -> Starlette:
@@ -104,7 +128,24 @@ class MFSServer:
             Route("/health", self.health, methods=["GET"]),
             Route("/metrics", self.metrics_page, methods=["GET"]),
         ]
-        return Starlette(routes=routes, lifespan=self._lifespan)
+        return Starlette(routes=routes, lifespan=self._lifespan,
+                         exception_handlers={HTTPException: self._http_error, Exception: self._server_error})
+
+    async def _http_error(self, request: Request, exc: HTTPException) -> Response:
+        """Starlette's own refusals (an unknown route: 404, a wrong method: 405) in OpenAI's error shape."""
+        if exc.status_code == 404:
+            message = (f"no route {request.url.path!r} here; mfs serve answers POST /v1/chat/completions, "
+                       "POST /v1/completions, GET /v1/models, GET /health and GET /metrics")
+            error = RequestError(404, message, kind="not_found_error")
+        else:
+            error = RequestError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}",
+                                 headers=exc.headers)
+        return self._error(error, "other")
+
+    async def _server_error(self, request: Request, exc: Exception) -> Response:
+        """An error nothing else caught: a JSON 500 in OpenAI's shape, one log line (no traceback to the client)."""
+        logger.error("%s %s failed: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
+        return self._error(RequestError(500, f"the server failed: {type(exc).__name__}", kind="server_error"), "other")
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -207,7 +248,8 @@ class MFSServer:
         return JSONResponse(self._response(call, prepared, results))
 
     def _error(self, exc: RequestError, endpoint: str) -> Response:
-        reason = {401: "auth", 413: "too_large", 429: "queue_full", 503: "shutting_down"}.get(exc.status, "bad_request")
+        reason = {401: "auth", 404: "not_found", 405: "bad_method", 413: "too_large", 429: "queue_full",
+                  503: "shutting_down"}.get(exc.status, "bad_request")
         if exc.status != 500:
             self.metrics.rejected.labels(reason).inc()
         self.metrics.requests.labels(endpoint, str(exc.status)).inc()
@@ -217,7 +259,8 @@ class MFSServer:
         """Refuse a request without the server key (constant-time comparison; the key is never logged)."""
         if self._expected is None:
             return
-        given = request.headers.get("authorization", "").encode()
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        given = token.strip().encode() if scheme.lower() == "bearer" else b""  # schemes are case-insensitive (RFC 9110)
         if not hmac.compare_digest(given, self._expected):
             raise RequestError(401, "missing or wrong API key: send 'Authorization: Bearer <the server key>' "
                                "(mfs serve --server-api-key / MFS_SERVER_API_KEY)", kind="authentication_error")
@@ -241,9 +284,14 @@ class MFSServer:
             chunks.append(chunk)
         raw = b"".join(chunks)
         try:
-            return json.loads(raw)
+            body = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise RequestError(400, f"the request body is not valid JSON: {exc}") from None
+        except RecursionError:
+            body = None  # deeper than Python's parser goes: refused below
+        if body is None and raw.strip() != b"null" or json_depth(body) > MAX_JSON_DEPTH:
+            raise RequestError(400, f"the request body nests JSON deeper than {MAX_JSON_DEPTH} levels")
+        return body
 
     def _admit(self, count: int) -> None:
         """Reserve ``count`` decodes, or refuse with 429 and ``Retry-After`` (about one mean decode)."""
@@ -294,7 +342,8 @@ class MFSServer:
     def _submit(self, call: ServeCall, prepared: _Prepared, stream: DecodeStream) -> list[Future]:
         """Start the call's decodes: per prompt, ``n`` decodes seeded ``seed``, ``seed + 1``, ...
 
-        Streamed calls send their events to ``stream`` labelled with the choice's index.
+        Streamed calls send their events to ``stream`` labelled with the choice's index; the
+        others write them, per choice, into ``prepared.reasoning`` (the text a stream would send).
         """
         futures: list[Future] = []
         try:
@@ -302,7 +351,11 @@ class MFSServer:
                 for c in range(call.n):
                     settings = call.settings if c == 0 else settings_from_fields(
                         {"seed": call.settings.seed + c}, base=call.settings)
-                    on_event = _relabel(stream.put, p * call.n + c) if call.stream else None
+                    if call.stream:
+                        on_event = _relabel(stream.put, p * call.n + c)
+                    else:
+                        prepared.reasoning.append(ReasoningText())
+                        on_event = prepared.reasoning[-1].delta
                     futures += self.engine.submit_prompts(
                         [prompt], settings=settings, method=call.method, on_event=on_event, answer_key=prepared.answer_key)
         except (ValueError, TypeError) as exc:
@@ -377,15 +430,19 @@ class MFSServer:
             text, parsed = self._reply(call, prepared, result)
             answer_tokens += self._count(text)
             metadata = choice_metadata(result, parsed, call.return_trace)
+            reasoning = prepared.reasoning[index].text if index < len(prepared.reasoning) else ""
             if call.endpoint == "chat":
                 calls = openai_tool_calls(parsed)
                 message: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
+                if reasoning:  # vLLM's reasoning parsers' fields, the text a stream sends as delta.reasoning
+                    message.update(reasoning=reasoning, reasoning_content=reasoning)
                 if calls:
                     message["tool_calls"] = calls
                 choices.append({"index": index, "message": message, "logprobs": None,
                                 "finish_reason": finish_reason(parsed), "mfs": metadata})
             else:
-                choices.append({"index": index, "text": text, "logprobs": None, "finish_reason": "stop", "mfs": metadata})
+                choices.append({"index": index, "text": text, "logprobs": None, "finish_reason": "stop",
+                                **({"reasoning": reasoning} if reasoning else {}), "mfs": metadata})
         kind = "chat.completion" if call.endpoint == "chat" else "text_completion"
         prefix = "chatcmpl" if call.endpoint == "chat" else "cmpl"
         return {"id": f"{prefix}-{uuid.uuid4().hex}", "object": kind, "created": int(time.time()), "model": self.served,

@@ -13,16 +13,17 @@ go to :func:`mfs_core.tools.call.plan_call`; ``n`` runs n decodes, choice i with
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from mfs_core.adapters import chat_message, settings_from_fields
 from mfs_core.decoders import get_decoder
-from mfs_core.errors import format_validation_error, one_line, unknown_name_message
+from mfs_core.errors import MFSError, format_validation_error, one_line, unknown_name_message
 from mfs_core.settings import BACKEND_FIELDS as SETTINGS_BACKEND_FIELDS
 from mfs_core.settings import MFSSettings
 from mfs_core.tools.call import ResponseFormat
@@ -50,7 +51,7 @@ _IGNORED = frozenset({"user", "metadata", "service_tier", "parallel_tool_calls",
                       "prompt_cache_key"})
 
 
-class RequestError(Exception):
+class RequestError(MFSError):
     """A request the server refuses: HTTP ``status`` and a one-line OpenAI error body.
 
     Attributes:
@@ -76,15 +77,19 @@ class RequestError(Exception):
 
 
 class _StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     include_usage: bool | None = None
     include_obfuscation: bool | None = None
 
 
 class _Common(BaseModel):
-    """The OpenAI fields both endpoints share (ranges: the server's; sampling fields: MFSSettings')."""
+    """The OpenAI fields both endpoints share (ranges: the server's; sampling fields: MFSSettings').
 
-    model_config = ConfigDict(extra="forbid")
+    Strict, as JSON types: ``"n": "2"``, ``"seed": true`` or ``"stream": "yes"`` are refused, not coerced
+    (an integer is still a number where a float is expected).
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True)
     model: str | None = None
     stream: bool = False
     stream_options: _StreamOptions | None = None
@@ -188,6 +193,31 @@ def _split(body: Any, model: type[BaseModel], where: str) -> tuple[dict[str, Any
     return openai, extras
 
 
+def _check_extra_types(extras: dict[str, Any]) -> None:
+    """Refuse an MFS extra field whose JSON type is not its setting's (``"step_beam_size": "4"``,
+    ``"share_foresight": 1``): the settings would coerce them; a request must say what it means.
+
+    Raises:
+        RequestError: 400 naming the field, the value and its JSON type.
+    """
+    for name, value in extras.items():
+        field = MFSSettings.model_fields.get(name)
+        if field is None:
+            continue
+        try:
+            _strict_adapter(name).validate_json(json.dumps(value), strict=True)
+        except ValidationError as exc:
+            expected = exc.errors()[0].get("msg", "another type")
+            raise RequestError(400, f"{name}={value!r} has the wrong JSON type ({type(value).__name__}): {expected}",
+                               param=name) from None
+
+
+@functools.lru_cache(maxsize=None)
+def _strict_adapter(name: str) -> TypeAdapter:
+    """A validator of the setting ``name``'s type (constraints are checked later, by the settings)."""
+    return TypeAdapter(MFSSettings.model_fields[name].annotation)
+
+
 def _validated(model: type[BaseModel], values: dict[str, Any]) -> Any:
     try:
         return model.model_validate(values)
@@ -205,6 +235,7 @@ def _settings(base: MFSSettings, common: _Common, extras: dict[str, Any], max_co
     if common.n > max_n:
         raise RequestError(400, f"n={common.n} is more than this server allows; allowed: 1 <= n <= {max_n}", param="n")
     values = {name: value for name, value in extras.items() if name in OVERRIDE_FIELDS}
+    _check_extra_types(values)
     for name in ("seed", "temperature", "top_p"):
         if getattr(common, name) is not None:
             values[name] = getattr(common, name)

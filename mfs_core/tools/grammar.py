@@ -43,6 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mfs_core.errors import MFSError
 from mfs_core.types import RequestGrammar
 
 __all__ = ["ActionGrammar", "ActionTag", "GrammarUnavailableError", "choice_grammar", "grammar_available", "json_value_ebnf"]
@@ -50,7 +51,7 @@ __all__ = ["ActionGrammar", "ActionTag", "GrammarUnavailableError", "choice_gram
 _DECODER = json.JSONDecoder()
 
 
-class GrammarUnavailableError(ImportError):
+class GrammarUnavailableError(MFSError, ImportError):
     """``constrain_actions`` is on but the ``xgrammar`` package is not installed."""
 
 

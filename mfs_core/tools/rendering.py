@@ -22,6 +22,8 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from mfs_core.errors import MFSError
+
 __all__ = [
     "PROBE_TOOL",
     "ToolsNotSupportedError",
@@ -50,7 +52,7 @@ PROBE_TOOL: dict[str, Any] = {
 _PROBE_MESSAGES = [{"role": "user", "content": "What is 2 + 3?"}]
 
 
-class ToolsNotSupportedError(NotImplementedError):
+class ToolsNotSupportedError(MFSError, NotImplementedError):
     """The model's chat template does not render tools, so the model cannot call them."""
 
     def __init__(self, model_name: str) -> None:

@@ -13,10 +13,12 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from mfs_core.errors import MFSError
+
 __all__ = ["StructuredOutputError", "add_system_instruction", "json_instruction", "validate_json"]
 
 
-class StructuredOutputError(ValueError):
+class StructuredOutputError(MFSError, ValueError):
     """The chosen completion holds no JSON object, or one the schema rejects."""
 
 

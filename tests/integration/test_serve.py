@@ -105,6 +105,12 @@ def test_openai_chat_answers_as_engine_decode_with_the_same_seed(client, engine)
         engine.render_messages([{"role": "user", "content": QUESTION}]))
     assert choice.model_extra["mfs"]["answer"] == reference.answer == "7"
     assert "trace" not in choice.model_extra["mfs"]  # only on request
+    # The search as reasoning, not streamed: a line per step, then the stop line (vLLM's reasoning fields)
+    reasoning = choice.message.model_extra["reasoning"]
+    assert choice.message.model_extra["reasoning_content"] == reasoning
+    assert reasoning.startswith("[step 0:") and reasoning.count("[step ") == len(reference.steps)
+    last = reasoning.rstrip("\n").rsplit("\n", 1)[-1]
+    assert last.startswith(f"[stop: {reference.stop_reason} after ") and "; answer 7 (" in last and last.endswith(" s]")
 
 
 def test_the_trace_and_per_request_settings_travel_in_extra_fields(client, engine) -> None:
@@ -149,6 +155,9 @@ def test_openai_stream_sends_reasoning_while_searching_then_content_then_usage(c
     assert kinds.index("content") > max(i for i, kind in enumerate(kinds) if kind == "reasoning")
     assert "".join(content) == reference.text
     assert usage is not None and usage.completion_tokens == reference.output_tokens
+    # The same seed without streaming: the reply's reasoning is the streamed reasoning, joined
+    reply = client.chat.completions.create(model="mfs-demo", messages=[{"role": "user", "content": QUESTION}], seed=5)
+    assert reply.choices[0].message.model_extra["reasoning"] == "".join(reasoning)
 
 
 @requires_tool_model
@@ -202,11 +211,24 @@ def test_refusals_are_one_line_openai_errors(server, client) -> None:
         (post({"messages": user, "model": "gpt-4o"}), 404, "model 'gpt-4o' is not served here"),
         (post({"messages": [{"role": "user", "content": "x" * 70000}]}), 413, "larger than this server's limit of 65536 bytes"),
         (post({"messages": user, "max_tokens": 10, "max_completion_tokens": 20}), 400, "give one of max_tokens"),
+        # JSON types are strict: no strings for numbers or booleans, no numbers for booleans
+        (post({"messages": user, "n": "2"}), 400, "n='2': Input should be a valid integer"),
+        (post({"messages": user, "seed": True}), 400, "seed=True: Input should be a valid integer"),
+        (post({"messages": user, "stream": "yes"}), 400, "stream='yes': Input should be a valid boolean"),
+        (post({"messages": user, "step_beam_size": "4"}), 400, "step_beam_size='4' has the wrong JSON type (str)"),
+        (post({"messages": user, "share_foresight": 1}), 400, "share_foresight=1 has the wrong JSON type (int)"),
+        (post(b'{"messages": ' + b"[" * 1200 + b"]" * 1200 + b"}"), 400, "nests JSON deeper than 32 levels"),
+        (post({"messages": user, "x": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}), 400,
+         "nests JSON deeper than 32 levels"),
+        (httpx.get(server.url + "/v1/embeddings", headers=auth), 404, "no route '/v1/embeddings' here"),
+        (httpx.get(url, headers=auth), 405, "GET /v1/chat/completions: Method Not Allowed"),
     ]
     for response, status, needle in cases:
         error = response.json()["error"]
         assert response.status_code == status and needle in error["message"], (status, error)
         assert "\n" not in error["message"]
+    for scheme in ("bearer", "BEARER"):  # authentication schemes are case-insensitive
+        assert httpx.get(server.url + "/v1/models", headers={"Authorization": f"{scheme} {KEY}"}).status_code == 200
     with pytest.raises(openai.BadRequestError, match="step_beam_size=0"):
         client.chat.completions.create(model="mfs-demo", messages=user, extra_body={"step_beam_size": 0})
     assert httpx.get(server.url + "/v1/models", timeout=10).status_code == 401
@@ -332,6 +354,10 @@ def test_llamaindex_openai_like_chats_and_streams(server, engine) -> None:
     print(f"\nOpenAILike chat: {response.message.content!r}")
     assert response.message.content == reference.text
     from llama_index.core.base.llms.types import ThinkingBlock
+
+    # Not streamed too: message.reasoning_content becomes a ThinkingBlock
+    chat_thinking = [b.content for b in response.message.blocks if isinstance(b, ThinkingBlock)]
+    assert chat_thinking and chat_thinking[0].startswith("[step 0:") and "[stop: " in chat_thinking[0]
 
     responses = list(llm.stream_chat([ChatMessage(role="user", content=QUESTION)]))
     streamed = "".join(r.delta or "" for r in responses)

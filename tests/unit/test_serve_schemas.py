@@ -100,3 +100,27 @@ def test_backend_fields_are_settings_and_not_overridable() -> None:
     assert BACKEND_FIELDS <= set(MFSSettings.model_fields) and {"model", "backend", "device", "api_key"} <= BACKEND_FIELDS
     for name in sorted(BACKEND_FIELDS - {"model"}):  # model is an OpenAI field: it must name the served model
         assert refused({"messages": USER, name: None}).param == name
+
+
+def test_json_depth_counts_nested_containers_without_recursion() -> None:
+    from mfs_core.serve.app import MAX_JSON_DEPTH, json_depth
+
+    assert [json_depth(v) for v in (1, "x", None, [], {}, [1, [2]], {"a": [{"b": 1}]})] == [0, 0, 0, 1, 1, 2, 3]
+    deep: list = []
+    for _ in range(5000):  # far past Python's recursion limit: counted, and cut once over the limit
+        deep = [deep]
+    assert json_depth(deep) == MAX_JSON_DEPTH + 1
+
+
+def test_request_fields_are_strict_json_types() -> None:
+    from mfs_core.serve.schemas import RequestError, parse_chat
+
+    user = [{"role": "user", "content": "What is 3 + 4?"}]
+    ok = parse_chat({"messages": user, "temperature": 1, "n": 2, "step_beam_size": 4}, MFSSettings(), served="mfs-demo",
+                    max_n=8, max_messages=8)
+    assert (ok.settings.temperature, ok.n, ok.settings.step_beam_size) == (1.0, 2, 4)  # an integer is a number
+    for field, value in (("n", "2"), ("seed", True), ("stream", "yes"), ("step_beam_size", "4"), ("share_foresight", 1),
+                         ("temperature", "0.5")):
+        with pytest.raises(RequestError, match=f"^{field}={value!r}") as refused:
+            parse_chat({"messages": user, field: value}, MFSSettings(), served="mfs-demo", max_n=8, max_messages=8)
+        assert refused.value.status == 400 and refused.value.param == field
