@@ -21,8 +21,8 @@ from pydantic import PrivateAttr, ValidationError, model_validator
 from langchain_mfs._events import STEP_EVENT, STOP_EVENT, _EventSink, astream_with_run, stream_with_run
 from langchain_mfs._fields import SETTINGS_FIELDS, MFSFields
 from mfs_core.adapters import (
-    astream_events, await_results, check_engine, engine_for, rename_max_tokens, settings_from_fields, stream_events,
-    wait_results,
+    OwnedEngines, astream_events, await_results, check_engine, engine_for, rename_max_tokens, settings_from_fields,
+    stream_events, wait_results,
 )
 from mfs_core.answers import AnswerExtractor
 from mfs_core.errors import one_line, unknown_name_message
@@ -66,7 +66,7 @@ class MFSParams(MFSFields):
     """
 
     _engine: MFSEngine | None = PrivateAttr(default=None)
-    _own_engine: MFSEngine | None = PrivateAttr(default=None)
+    _owned: OwnedEngines = PrivateAttr(default_factory=OwnedEngines)
     _settings_cache: tuple[tuple[Any, ...], MFSSettings] | None = PrivateAttr(default=None)
 
     def __init__(self, *, engine: MFSEngine | None = None, **data: Any) -> None:
@@ -106,6 +106,7 @@ class MFSParams(MFSFields):
         if engine is not None:
             check_engine(engine, self.settings, type(self).__name__)
         self._engine = engine
+        self._owned.bind(self)  # a dropped instance closes the engines it made (not an injected one)
 
     @model_validator(mode="before")
     @classmethod
@@ -142,14 +143,27 @@ class MFSParams(MFSFields):
     def _engine_for(self, settings: MFSSettings) -> MFSEngine:
         """The engine that decodes ``settings``: the injected one (refused when the backend
         settings differ, :func:`mfs_core.adapters.check_engine`), else this instance's engine on
-        the shared backend, made once (:meth:`MFSEngine.from_settings`) and kept while its
-        backend settings are the ones asked for (closing it counts one engine out of the backend)."""
+        the shared backend, one per backend settings, made on first use and closed with this
+        instance (:class:`mfs_core.adapters.OwnedEngines`)."""
         if self._engine is not None:
             return engine_for(settings, self._engine, owner=type(self).__name__)
-        own = self._own_engine
-        if own is None or own.closed or own.settings.backend_settings != settings.backend_settings:
-            own = self._own_engine = engine_for(settings)
-        return own
+        return self._owned.get(settings)
+
+    def close(self) -> None:
+        """Close the engines this instance made (an injected engine stays open: its owner closes it).
+
+        Each counts one engine out of the shared backend, which closes (the model unloads; vLLM:
+        its processes stop) with the last engine that shares it. The next call makes a new
+        engine. Also done when the instance is garbage-collected or the interpreter exits, and by
+        ``with ChatMFS(...) as chat:``.
+        """
+        self._owned.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def lc_secrets(self) -> dict[str, str]:

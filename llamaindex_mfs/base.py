@@ -59,6 +59,7 @@ from llamaindex_mfs._responses import chat_chunks, chat_response, completion, co
 from llamaindex_mfs._tools import first_call_only, message_dict, to_tool_specs, tool_selections
 from llamaindex_mfs.events import to_instrumentation_event
 from mfs_core.adapters import (
+    OwnedEngines,
     apply_stop,
     astream_events,
     await_results,
@@ -146,6 +147,7 @@ class MFSLLM(MFSFields):
 
     _base: MFSSettings = PrivateAttr()
     _injected: MFSEngine | None = PrivateAttr(default=None)
+    _owned: OwnedEngines = PrivateAttr(default_factory=OwnedEngines)
     _has_chat_template: bool = PrivateAttr(default=False)
     _renders_tools: bool = PrivateAttr(default=False)
 
@@ -176,8 +178,11 @@ class MFSLLM(MFSFields):
         super().model_post_init(context)
         get_decoder(self.method)
         self._injected = self.engine
+        self._owned = OwnedEngines()
+        self._owned.bind(self)  # a dropped LLM closes the engines it made (not an injected one)
         base = self.engine.settings if self.engine is not None else MFSSettings()
-        self.engine = engine_for(settings_from_fields(self._field_values(), base=base), self._injected, owner="MFSLLM")
+        settings = settings_from_fields(self._field_values(), base=base)
+        self.engine = engine_for(settings, self._injected, owner="MFSLLM") if self._injected else self._owned.get(settings)
         self._base = base
         probe = [{"role": "user", "content": "?"}]
         self._has_chat_template = self.engine.backend.apply_chat_template(probe) is not None
@@ -199,11 +204,30 @@ class MFSLLM(MFSFields):
 
     def _engine_for(self, settings: MFSSettings) -> MFSEngine:
         """The engine of a call: the injected one (refused when the call's backend settings differ,
-        :func:`mfs_core.adapters.check_engine`), else the LLM's own when they are equal, else the shared one."""
+        :func:`mfs_core.adapters.check_engine`), else the LLM's own when they are equal, else one it owns
+        for those backend settings (:class:`mfs_core.adapters.OwnedEngines`)."""
+        if self._injected is not None:
+            return engine_for(settings, self._injected, owner="MFSLLM")
         own = self.engine
-        if self._injected is None and not own.closed and own.settings.backend_settings == settings.backend_settings:
+        if not own.closed and own.settings.backend_settings == settings.backend_settings:
             return own
-        return engine_for(settings, self._injected, owner="MFSLLM")
+        return self._owned.get(settings)  # made once per backend settings, closed with the LLM
+
+    def close(self) -> None:
+        """Close the engines this LLM made (an injected engine stays open: its owner closes it).
+
+        Each counts one engine out of the shared backend, which closes (the model unloads; vLLM:
+        its processes stop) with the last engine that shares it; a later call makes a new one.
+        Also done when the LLM is garbage-collected or the interpreter exits, and by ``with
+        MFSLLM(...) as llm:``.
+        """
+        self._owned.close()
+
+    def __enter__(self) -> MFSLLM:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def settings(self) -> MFSSettings:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from concurrent.futures import Future
@@ -25,6 +27,7 @@ from mfs_core.streaming import DecodeStream
 from mfs_core.types import DecodeResult
 
 __all__ = [
+    "OwnedEngines",
     "abandon",
     "apply_stop",
     "astream_events",
@@ -254,6 +257,55 @@ async def astream_events(stream: DecodeStream, timeout: float | None) -> AsyncIt
     except BaseException:  # cancelled, or the consumer closed the generator early
         stream.abandon("the stream's consumer stopped or was cancelled")
         raise
+
+
+class OwnedEngines:
+    """The engines an adapter object (``ChatMFS``, ``MFSLLM``, ...) made for itself, closed with it.
+
+    :meth:`get` gives the engine for a call's settings: one per distinct backend settings
+    (:meth:`MFSSettings.backend_key`), made on first use by :meth:`MFSEngine.from_settings` (on
+    the process-wide shared backend, reference-counted) and kept, so concurrent calls with
+    different backend settings never close each other's engine. :meth:`close` closes them all:
+    each counts one engine out of its backend, which closes (the model unloads, vLLM's processes
+    stop) with the last engine that shares it. :meth:`bind` makes that happen when the owner is
+    garbage-collected, or at interpreter exit (:func:`weakref.finalize`), so a dropped adapter
+    frees its model and a script that exits does not wait on a live vLLM engine.
+    """
+
+    def __init__(self) -> None:
+        """Own nothing yet."""
+        self._engines: dict[Any, MFSEngine] = {}
+        self._lock = threading.Lock()
+
+    def bind(self, owner: object) -> None:
+        """Close these engines when ``owner`` is collected or the interpreter exits (``owner`` must
+        support weak references; this object keeps no reference to it)."""
+        weakref.finalize(owner, self.close)
+
+    def get(self, settings: MFSSettings) -> MFSEngine:
+        """The owned engine for ``settings``' backend settings, made (the model loaded) on first use.
+
+        Raises:
+            FileNotFoundError / ImportError: the model or the backend's dependencies are missing.
+        """
+        key = settings.backend_key()
+        with self._lock:
+            engine = self._engines.get(key)
+            if engine is None or engine.closed:
+                engine = self._engines[key] = MFSEngine.from_settings(settings)
+            return engine
+
+    def __len__(self) -> int:
+        """Open engines owned."""
+        with self._lock:
+            return sum(not engine.closed for engine in self._engines.values())
+
+    def close(self) -> None:
+        """Close every owned engine (a no-op for those already closed); :meth:`get` makes new ones after."""
+        with self._lock:
+            engines, self._engines = list(self._engines.values()), {}
+        for engine in engines:
+            engine.close()
 
 
 def engine_for(settings: MFSSettings, engine: MFSEngine | None = None, *, owner: str = "engine_for") -> MFSEngine:

@@ -202,6 +202,7 @@ class _Scheduler:
         self._cond = threading.Condition()
         self._worker: threading.Thread | None = None
         self._executor: ThreadPoolExecutor | None = None
+        self._closed = False
         self.engines = 0
         """Open engines on this scheduler (:class:`MFSEngine` counts itself in and out); guarded by ``_SCHEDULERS_LOCK``."""
 
@@ -238,6 +239,7 @@ class _Scheduler:
         """Fail the decodes not yet finished and close the backend (``backend.close()`` if it has one)."""
         with self._cond:
             stranded, self._incoming = self._incoming, []
+            self._closed = True  # an idle worker exits now (not after its 30 s wait), letting the backend go
             self._cond.notify_all()
         for job in stranded:
             self._fail(job, RuntimeError("the engine was closed before this decode started"))
@@ -329,7 +331,7 @@ class _Scheduler:
         """Move new submissions into the live set; False when the worker should exit."""
         with self._cond:
             while not self._live and not self._incoming:
-                if not self._cond.wait(timeout=30.0) and not self._incoming:
+                if self._closed or (not self._cond.wait(timeout=30.0) and not self._incoming):
                     self._worker = None
                     return False
             incoming, self._incoming = self._incoming, []
