@@ -128,8 +128,10 @@ def test_a_multiple_choice_trigger_makes_the_model_name_one_of_the_options(smoll
     example = _example("arc-c", ARC_QUESTION)
     key = answer_key(example.kind, example.question)
     assert key is not None and key.answer_choices == ("A", "B", "C", "D")
-    # 32 tokens end the path mid-reasoning, before it chooses: the trigger asks it, under the grammar
-    settings = MFSSettings(model=SMOLLM2, max_answer_tokens=32, seed=0, answer_trigger=TRIGGER)
+    # 32 tokens end the path mid-reasoning, before it chooses: the trigger asks it, under the grammar (with the
+    # release's prefix the model writes a numbered list that has not chosen by then; without it, it may choose at once)
+    settings = MFSSettings(model=SMOLLM2, max_answer_tokens=32, seed=0, answer_trigger=TRIGGER,
+                           assistant_prefix="The reasoning steps are:\n\n")
     prompt = render_example(example, smollm2, settings)
     result = MFSEngine(smollm2, settings).decode_prompts([prompt], method="cot", answer_key=key)[0]
     assert result.completion_triggered == [True]
