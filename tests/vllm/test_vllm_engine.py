@@ -22,7 +22,7 @@ from mfs_core.backends.transformers import TransformersBackend
 from mfs_core.backends.vllm import VLLMBackend
 from mfs_core.bench.datasets import demo_heldout_path
 from mfs_core.engine import MFSEngine
-from mfs_core.settings import MFSSettings
+from mfs_core.settings import DEMO_ASSISTANT_PREFIX, MFSSettings
 from mfs_core.types import GenerationRequest
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.enable_socket]
@@ -34,8 +34,8 @@ HELDOUT = [example["input"] for example in json.loads(demo_heldout_path().read_t
 def test_generate_counts_tokens_like_the_transformers_backend(
     vllm_backend: VLLMBackend, reference_backend: TransformersBackend
 ) -> None:
-    prompt = vllm_backend.apply_chat_template([{"role": "user", "content": QUESTION}]) + VLLM_SETTINGS.assistant_prefix
-    assert prompt == reference_backend.apply_chat_template([{"role": "user", "content": QUESTION}]) + VLLM_SETTINGS.assistant_prefix
+    prompt = vllm_backend.apply_chat_template([{"role": "user", "content": QUESTION}]) + DEMO_ASSISTANT_PREFIX
+    assert prompt == reference_backend.apply_chat_template([{"role": "user", "content": QUESTION}]) + DEMO_ASSISTANT_PREFIX
     requests = [GenerationRequest(prompt=prompt, n=8, max_tokens=32, stop=("\n", "<end_of_reasoning>"), temperature=1.0, seed=s)
                 for s in range(4)]
     outputs = vllm_backend.generate(requests)
@@ -79,7 +79,7 @@ def test_cot_equals_the_transformers_backend_at_float32(
 
 
 def test_same_seed_same_samples_whatever_the_batch(vllm_backend: VLLMBackend) -> None:
-    prompt = vllm_backend.apply_chat_template([{"role": "user", "content": QUESTION}]) + VLLM_SETTINGS.assistant_prefix
+    prompt = vllm_backend.apply_chat_template([{"role": "user", "content": QUESTION}]) + DEMO_ASSISTANT_PREFIX
     request = GenerationRequest(prompt=prompt, n=4, max_tokens=24, temperature=0.7, seed=7)
     first = vllm_backend.generate([request])[0]
     second = vllm_backend.generate([GenerationRequest(prompt=HELDOUT[0], n=3, max_tokens=24, seed=1), request])[1]
