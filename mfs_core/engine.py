@@ -22,6 +22,7 @@ gets the exception, every other decode in the round goes on.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import copy
 import logging
 import math
@@ -552,6 +553,24 @@ _SCHEDULERS: dict[tuple, _Scheduler] = {}
 _SCHEDULERS_LOCK = threading.RLock()  # re-entered by MFSEngine.__init__ inside from_settings
 
 
+def _close_shared_at_exit() -> None:
+    """At interpreter exit, close every shared backend still open (its engines were never closed).
+
+    Registered again after each shared backend is made (:meth:`MFSEngine.from_settings`), so it
+    runs before the exit hooks of what the backend imported (atexit runs the last registered
+    first): vLLM's engine-core process is a non-daemon ``multiprocessing.Process``, which
+    ``multiprocessing``'s own exit hook would otherwise wait for forever.
+    """
+    with _SCHEDULERS_LOCK:
+        schedulers = list(_SCHEDULERS.values())
+        _SCHEDULERS.clear()
+    for scheduler in schedulers:
+        try:
+            scheduler.close()
+        except Exception:  # noqa: BLE001 - the others must still close
+            logger.warning("closing a backend at exit failed", exc_info=True)
+
+
 class MFSEngine:
     """The decoding engine: owns (or shares) one backend and decodes many prompts together.
 
@@ -589,6 +608,8 @@ class MFSEngine:
             if scheduler is None:
                 scheduler = _make_scheduler(create_backend(base), base.scheduling)
                 _SCHEDULERS[key] = scheduler
+                atexit.unregister(_close_shared_at_exit)  # to the end of the list: it runs first at exit
+                atexit.register(_close_shared_at_exit)
             return cls(scheduler.backend, base, _scheduler=scheduler)  # counted in before a close can end it
 
     @property
