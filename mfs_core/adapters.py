@@ -295,11 +295,6 @@ class OwnedEngines:
                 engine = self._engines[key] = MFSEngine.from_settings(settings)
             return engine
 
-    def __len__(self) -> int:
-        """Open engines owned."""
-        with self._lock:
-            return sum(not engine.closed for engine in self._engines.values())
-
     def close(self) -> None:
         """Close every owned engine (a no-op for those already closed); :meth:`get` makes new ones after."""
         with self._lock:

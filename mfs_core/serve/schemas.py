@@ -194,16 +194,14 @@ def _split(body: Any, model: type[BaseModel], where: str) -> tuple[dict[str, Any
 
 
 def _check_extra_types(extras: dict[str, Any]) -> None:
-    """Refuse an MFS extra field whose JSON type is not its setting's (``"step_beam_size": "4"``,
-    ``"share_foresight": 1``): the settings would coerce them; a request must say what it means.
+    """Refuse a setting among the extra fields (``extras``: names of :data:`OVERRIDE_FIELDS` only) whose
+    JSON type is not the setting's (``"step_beam_size": "4"``, ``"share_foresight": 1``): the settings
+    would coerce them; a request must say what it means.
 
     Raises:
         RequestError: 400 naming the field, the value and its JSON type.
     """
     for name, value in extras.items():
-        field = MFSSettings.model_fields.get(name)
-        if field is None:
-            continue
         try:
             _strict_adapter(name).validate_json(json.dumps(value), strict=True)
         except ValidationError as exc:
