@@ -2,28 +2,29 @@
 
 Everything an adapter does beyond its framework's types lives here, once: building
 :class:`MFSSettings` from an adapter's fields and choosing the engine that decodes them,
-waiting for the engine's decodes (and abandoning them when the call times out or is
-cancelled), turning a chat message into the ``{"role", "content"}`` dict the chat template
+waiting for the engine's decodes (:mod:`mfs_core.engine.waiting`, re-exported here), turning a chat message into the ``{"role", "content"}`` dict the chat template
 takes, cutting output at stop sequences, splitting a finished text into stream chunks, and
 turning a :class:`DecodeResult` into usage counts and metadata.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import threading
-import time
 import weakref
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from concurrent.futures import Future
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from mfs_core.engine import MFSEngine
-from mfs_core.events import DecodeEvent
+from mfs_core.engine.waiting import (  # re-exported: the adapters wait through the engine's one helper
+    abandon,
+    astream_events,
+    await_results,
+    stream_events,
+    timeout_message,
+    wait_results,
+)
 from mfs_core.settings import MFSSettings
-from mfs_core.streaming import DecodeStream
 from mfs_core.types import DecodeResult
 
 __all__ = [
@@ -150,113 +151,6 @@ def rename_max_tokens(values: Mapping[str, Any]) -> dict[str, Any]:
     if max_tokens is not None:
         values["max_answer_tokens"] = max_tokens
     return values
-
-
-def timeout_message(count: int, timeout: float | None) -> str:
-    """The ``TimeoutError`` message of a call whose ``count`` decodes outlived ``timeout`` seconds."""
-    return (f"{count} MFS decode(s) did not finish within timeout={timeout} s (abandoned: the engine drops them at "
-            "its next round boundary)")
-
-
-def abandon(futures: Sequence[Future], reason: str) -> None:
-    """Abandon every decode of ``futures`` not yet done (``DecodeFuture.abandon``).
-
-    The engine drops each at its next round boundary (after the ``backend.generate`` call in
-    flight), so a caller that stopped waiting stops costing model calls. Futures without
-    ``abandon`` (not the engine's) are cancelled instead. Done futures are left alone.
-    """
-    for future in futures:
-        if future.done():
-            continue
-        drop = getattr(future, "abandon", None)
-        if drop is not None:
-            drop(reason)
-        else:
-            future.cancel()
-
-
-def wait_results(futures: Sequence[Future], timeout: float | None) -> list[DecodeResult]:
-    """The results of ``futures`` in order, waiting at most ``timeout`` seconds for all of them.
-
-    A call that stops waiting (the timeout, ``KeyboardInterrupt``) abandons the decodes
-    (:func:`abandon`), so a retried or fallen-back call never leaves them running.
-
-    Raises:
-        TimeoutError: ``timeout`` passed first (:func:`timeout_message`).
-        The first decode's exception, in order (the other decodes are abandoned).
-    """
-    deadline = None if timeout is None else time.monotonic() + timeout
-    try:
-        results = []
-        for future in futures:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            results.append(future.result(timeout=remaining))
-        return results
-    except concurrent.futures.TimeoutError as exc:
-        abandon(futures, f"the caller's timeout of {timeout} s passed")
-        raise TimeoutError(timeout_message(len(futures), timeout)) from exc
-    except BaseException:
-        abandon(futures, "the caller stopped waiting")
-        raise
-
-
-async def await_results(futures: Sequence[Future], timeout: float | None) -> list[DecodeResult]:
-    """Async :func:`wait_results`: never blocks the event loop.
-
-    Cancelling the awaiting task (``asyncio.wait_for``, a LangChain ``with_retry``'s or a
-    LlamaIndex workflow's timeout) abandons the decodes too.
-
-    Raises:
-        TimeoutError: ``timeout`` passed first.
-        asyncio.CancelledError: the awaiting task was cancelled.
-        The first decode's exception, in order.
-    """
-    waiting = asyncio.gather(*(asyncio.wrap_future(future) for future in futures))
-    try:
-        return list(await asyncio.wait_for(waiting, timeout))
-    except asyncio.TimeoutError as exc:
-        abandon(futures, f"the caller's timeout of {timeout} s passed")
-        raise TimeoutError(timeout_message(len(futures), timeout)) from exc
-    except BaseException:
-        abandon(futures, "the awaiting task was cancelled or failed")
-        raise
-
-
-def stream_events(stream: DecodeStream, timeout: float | None) -> Iterator[DecodeEvent]:
-    """The events of ``stream`` as they come, for at most ``timeout`` seconds in all.
-
-    The decodes are abandoned when the timeout passes and when the consumer stops early
-    (closes the generator, or it is garbage-collected unfinished).
-
-    Raises:
-        TimeoutError: ``timeout`` passed first (:func:`timeout_message`).
-        The first decode's exception, after its last event.
-    """
-    try:
-        yield from stream.events(timeout)
-    except TimeoutError as exc:
-        stream.abandon(f"the caller's timeout of {timeout} s passed")
-        raise TimeoutError(timeout_message(len(stream.futures), timeout)) from exc
-    except BaseException:  # GeneratorExit: the consumer stopped early
-        stream.abandon("the stream's consumer stopped")
-        raise
-
-
-async def astream_events(stream: DecodeStream, timeout: float | None) -> AsyncIterator[DecodeEvent]:
-    """Async :func:`stream_events`; a cancelled consumer abandons the decodes too.
-
-    Raises:
-        TimeoutError / the first decode exception, as :func:`stream_events`.
-    """
-    try:
-        async for event in stream.aevents(timeout):
-            yield event
-    except TimeoutError as exc:
-        stream.abandon(f"the caller's timeout of {timeout} s passed")
-        raise TimeoutError(timeout_message(len(stream.futures), timeout)) from exc
-    except BaseException:  # cancelled, or the consumer closed the generator early
-        stream.abandon("the stream's consumer stopped or was cancelled")
-        raise
 
 
 class OwnedEngines:

@@ -23,7 +23,8 @@ from annotated_types import Ge, Gt, Le, Lt, MinLen
 from pydantic import BaseModel, ValidationError
 
 __all__ = [
-    "BackendOutputError", "ContextWindowError", "GenerateTimeoutError", "MFSError", "OneLineValidationError",
+    "BackendOutputError", "ContextWindowError", "DecodeTimeoutError", "GenerateTimeoutError", "MFSError",
+    "OneLineValidationError",
     "allowed_range",
     "closest", "format_validation_error", "one_line", "unknown_name_message",
 ]
@@ -54,6 +55,12 @@ class BackendOutputError(MFSError, RuntimeError):
 
 class GenerateTimeoutError(MFSError, TimeoutError):
     """``backend.generate`` did not return within the decodes' ``generate_timeout`` (seconds)."""
+
+
+class DecodeTimeoutError(MFSError, TimeoutError):
+    """The caller's ``timeout`` (seconds) passed before its decodes finished; they were abandoned
+    (:mod:`mfs_core.engine.waiting`). A ``TimeoutError``, so ``except TimeoutError`` catches it; a decode's
+    own :class:`GenerateTimeoutError` is never reported as this."""
 
 
 def closest(name: str, valid: Iterable[str]) -> str | None:

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any
 
+from mfs_core.errors import DecodeTimeoutError
 from mfs_core.events import DecodeEvent, StopEvent, step_summary, stop_summary
 from mfs_core.types import DecodeResult
 
@@ -109,7 +110,7 @@ class DecodeStream:
             timeout: most seconds the whole iteration may take; None waits without limit.
 
         Raises:
-            TimeoutError: the decodes did not finish within ``timeout`` (they still run).
+            DecodeTimeoutError: the decodes did not finish within ``timeout`` (a ``TimeoutError``; they still run).
             The first exception among the decodes, after the last event.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -119,7 +120,7 @@ class DecodeStream:
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         msg = f"decode did not finish within timeout={timeout} s (it still runs in the engine)"
-                        raise TimeoutError(msg)
+                        raise DecodeTimeoutError(msg)
                     self._cond.wait(remaining)
                 item = self._items.popleft()
             if item is _DONE:
@@ -158,7 +159,7 @@ class DecodeStream:
                     await asyncio.wait_for(ready.wait(), remaining)
                 except asyncio.TimeoutError as exc:
                     msg = f"decode did not finish within timeout={timeout} s (it still runs in the engine)"
-                    raise TimeoutError(msg) from exc
+                    raise DecodeTimeoutError(msg) from exc
                 continue
             if item is _DONE:
                 self._raise_first_error()

@@ -41,7 +41,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from mfs_core.adapters import abandon, astream_events, settings_from_fields
+from mfs_core.adapters import abandon, astream_events, await_results, settings_from_fields
 from mfs_core.engine import MFSEngine
 from mfs_core.events import DecodeEvent, StopEvent
 from mfs_core.serve.config import ServerSettings
@@ -395,18 +395,14 @@ class MFSServer:
             _Disconnected: the client went away.
             The first decode's exception (the call's other decodes are abandoned).
         """
-        waiting = asyncio.ensure_future(asyncio.gather(*(asyncio.wrap_future(future) for future in futures)))
+        waiting = asyncio.ensure_future(await_results(futures, None))  # the engine's one wait helper
         try:
-            while True:
-                done, _ = await asyncio.wait({waiting}, timeout=0.25)
-                if done:
-                    return list(waiting.result())
+            while not (await asyncio.wait({waiting}, timeout=0.25))[0]:
                 if await request.is_disconnected():
                     raise _Disconnected
-        except BaseException:
-            abandon(futures, "the client disconnected or the request failed")
-            waiting.cancel()
-            raise
+            return waiting.result()
+        finally:
+            waiting.cancel()  # a no-op once done; else await_results abandons the decodes as it is cancelled
 
     # --- answers ------------------------------------------------------------------------------
     def _reply(self, call: ServeCall, prepared: _Prepared, result: DecodeResult) -> tuple[str, ParsedOutput | None]:

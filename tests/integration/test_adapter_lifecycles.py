@@ -14,7 +14,7 @@ import resource
 import pytest
 
 from mfs_core import MFSEngine, MFSSettings
-from mfs_core import engine as engine_module
+from mfs_core.engine import registry
 
 pytestmark = pytest.mark.slow
 
@@ -24,8 +24,8 @@ QUESTION = "Tom has 3 apples. Then Tom buys 4 more apples. How many apples does 
 
 
 def _live_backends() -> int:
-    with engine_module._SCHEDULERS_LOCK:
-        return len(engine_module._SCHEDULERS)
+    with registry.LOCK:
+        return len(registry.SCHEDULERS)
 
 
 def _rss_mib() -> float:

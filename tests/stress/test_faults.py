@@ -177,7 +177,7 @@ def test_a_sync_caller_that_times_out_is_dropped(serial):
     backend = FaultyBackend(before=before)
     engine = MFSEngine(backend, SETTINGS)
     others = engine.submit_prompts(QUESTIONS[1:])
-    with pytest.raises(TimeoutError, match=r"1 decode\(s\) did not finish within timeout=0.08 s"):
+    with pytest.raises(TimeoutError, match=r"1 MFS decode\(s\) did not finish within timeout=0.08 s"):
         engine.decode([QUESTIONS[0]], timeout=0.08)
     calls_at_timeout = len(backend.calls)
     _others_match_serial(others, QUESTIONS[1:], serial, None)

@@ -1,7 +1,7 @@
 """The engine's ``scheduling="continuous"`` design on a scripted async backend (no model).
 
 Each decode runs as a task of its own and awaits only its own requests
-(:class:`mfs_core.engine._ContinuousScheduler`); these tests check the mechanics that the
+(:class:`mfs_core.engine.continuous.ContinuousScheduler`); these tests check the mechanics that the
 vLLM tests (``tests/vllm/test_vllm_continuous.py``) cannot isolate: the same results as
 lockstep, calls that hold one decode's requests, no decode waiting for another, abandoning,
 failures, timeouts and closing.

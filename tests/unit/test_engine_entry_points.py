@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-import mfs_core.engine
+import mfs_core.engine.registry
+from mfs_core.errors import DecodeTimeoutError
 from mfs_core import MFSEngine, MFSSettings
 from mfs_core.decoders import get_decoder
 from mfs_core.tools.requests import check_answer_key, shape_requests
@@ -62,7 +63,8 @@ def test_a_timeout_is_the_same_error_sync_and_async(events: bool) -> None:
     engine = MFSEngine(_Slow(lambda request: []), SETTINGS)
     on_event = (lambda event: None) if events else None
     for error in _both(engine, "decode", ["q one", "q two"], timeout=0.05, on_event=on_event):
-        assert type(error) is TimeoutError and str(error) == "2 decode(s) did not finish within timeout=0.05 s"
+        assert type(error) is DecodeTimeoutError and isinstance(error, TimeoutError)
+        assert str(error) == "2 MFS decode(s) did not finish within timeout=0.05 s (abandoned: the engine stops them)"
 
 
 def test_an_answer_key_phi_cannot_take_is_refused_sync_and_async() -> None:
@@ -89,7 +91,7 @@ def test_a_triggered_choice_reaches_every_request_sync_and_async() -> None:
 def test_shape_requests_leaves_a_plain_decode_alone_and_check_answer_key_accepts_none() -> None:
     decoder = get_decoder("mfs")("q", SETTINGS)
     assert shape_requests(decoder, "q", None) is decoder
-    check_answer_key("phi", get_decoder("phi"), None)
+    check_answer_key("phi", None)
 
 
 # --- a shared backend closes with its last engine -------------------------------------------
@@ -104,8 +106,8 @@ class _Closing(ScriptedBackend):
 
 def test_a_shared_backend_closes_when_its_last_engine_closes(monkeypatch: pytest.MonkeyPatch) -> None:
     made: list[_Closing] = []
-    monkeypatch.setattr(mfs_core.engine, "create_backend", lambda settings: made.append(_Closing()) or made[-1])
-    monkeypatch.setattr(mfs_core.engine, "_SCHEDULERS", {})
+    monkeypatch.setattr(mfs_core.engine.registry, "create_backend", lambda settings: made.append(_Closing()) or made[-1])
+    monkeypatch.setattr(mfs_core.engine.registry, "SCHEDULERS", {})
     first = MFSEngine.from_settings(MFSSettings(device="cpu"))
     second = MFSEngine.from_settings(MFSSettings(device="cpu", step_beam_size=3))
     derived = first.with_settings(seed=4)
@@ -117,14 +119,14 @@ def test_a_shared_backend_closes_when_its_last_engine_closes(monkeypatch: pytest
     assert MFSEngine.from_settings(MFSSettings(device="cpu")).backend is made[0]  # still shared
     second.close()
     assert made[0].closed == 0  # the engine made just above is still open
-    assert len(mfs_core.engine._SCHEDULERS) == 1
+    assert len(mfs_core.engine.registry.SCHEDULERS) == 1
 
 
 def test_the_last_close_closes_the_backend_and_the_next_engine_loads_again(monkeypatch: pytest.MonkeyPatch) -> None:
     made: list[_Closing] = []
-    monkeypatch.setattr(mfs_core.engine, "create_backend", lambda settings: made.append(_Closing()) or made[-1])
-    monkeypatch.setattr(mfs_core.engine, "_SCHEDULERS", {})
+    monkeypatch.setattr(mfs_core.engine.registry, "create_backend", lambda settings: made.append(_Closing()) or made[-1])
+    monkeypatch.setattr(mfs_core.engine.registry, "SCHEDULERS", {})
     with MFSEngine.from_settings(MFSSettings(device="cpu")) as one, MFSEngine.from_settings(MFSSettings(device="cpu")) as two:
         assert one.backend is two.backend
-    assert made[0].closed == 1 and mfs_core.engine._SCHEDULERS == {}
+    assert made[0].closed == 1 and mfs_core.engine.registry.SCHEDULERS == {}
     assert MFSEngine.from_settings(MFSSettings(device="cpu")).backend is made[1]

@@ -8,7 +8,7 @@ from llama_index.core.base.llms.types import ChatMessage
 
 import langchain_mfs
 import llamaindex_mfs
-import mfs_core.engine
+import mfs_core.engine.registry
 from mfs_core.adapters import engine_for
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import BACKEND_FIELDS, BackendSettings, MFSSettings
@@ -35,7 +35,7 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> list[MFSSettings]:
         made.append(settings)
         raise AssertionError(f"a second model was loaded for {settings.backend_settings}")
 
-    monkeypatch.setattr(mfs_core.engine, "create_backend", create_backend)
+    monkeypatch.setattr(mfs_core.engine.registry, "create_backend", create_backend)
     return made
 
 

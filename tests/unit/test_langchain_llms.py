@@ -15,7 +15,7 @@ from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import PromptTemplate
 
-import mfs_core.engine
+import mfs_core.engine.registry
 from langchain_mfs import MFSLLM
 from langchain_mfs._base import SETTINGS_FIELDS
 from mfs_core.engine import MFSEngine
@@ -364,8 +364,8 @@ def test_instances_with_the_same_backend_settings_share_one_loaded_model(monkeyp
         loaded.append(settings)
         return ScriptedBackend(arithmetic_script)
 
-    monkeypatch.setattr(mfs_core.engine, "create_backend", create_backend)
-    monkeypatch.setattr(mfs_core.engine, "_SCHEDULERS", {})
+    monkeypatch.setattr(mfs_core.engine.registry, "create_backend", create_backend)
+    monkeypatch.setattr(mfs_core.engine.registry, "SCHEDULERS", {})
     a = MFSLLM(model="shared-test-model", step_beam_size=2, num_rollouts=2)
     b = MFSLLM(model="shared-test-model", step_beam_size=4, max_steps=2)
     assert loaded == []  # nothing loads at construction

@@ -124,4 +124,4 @@ def test_a_decode_past_the_timeout_comes_back_as_an_error_message() -> None:
     call = ToolCall(name="mfs_reasoning", args={"question": QUESTION}, id="call-4", type="tool_call")
     message = MFSReasoningTool(llm=llm).invoke(call)
     assert message.status == "error"
-    assert message.content == "mfs_reasoning failed: 1 MFS decode(s) did not finish within timeout=0.05 s (abandoned: the engine drops them at its next round boundary)"
+    assert message.content == "mfs_reasoning failed: 1 MFS decode(s) did not finish within timeout=0.05 s (abandoned: the engine stops them)"

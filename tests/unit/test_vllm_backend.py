@@ -415,17 +415,18 @@ def test_close_shuts_the_engine_core_down_once_and_refuses_generate() -> None:
 
 
 def test_engine_close_closes_the_shared_backend_and_forgets_it() -> None:
-    from mfs_core import engine as engine_module
+    from mfs_core.engine import registry
+    from mfs_core.engine.lockstep import LockstepScheduler
 
     backend, llm = make_backend()
     shutdowns = []
     llm.llm_engine = SimpleNamespace(engine_core=SimpleNamespace(shutdown=lambda: shutdowns.append(1)))
-    scheduler = engine_module._Scheduler(backend)
+    scheduler = LockstepScheduler(backend)
     key = ("test-close",)
-    engine_module._SCHEDULERS[key] = scheduler
+    registry.SCHEDULERS[key] = scheduler
     with MFSEngine(backend, MFSSettings(), _scheduler=scheduler) as engine:
         assert engine.backend is backend
-    assert shutdowns == [1] and key not in engine_module._SCHEDULERS
+    assert shutdowns == [1] and key not in registry.SCHEDULERS
 
 
 def test_engine_kwargs_resolve_the_demo_model() -> None:

@@ -1,0 +1,175 @@
+"""The lockstep scheduler (``MFSSettings.scheduling="lockstep"``, any backend).
+
+Each round it gathers the pending requests of every live decoder (many questions, many
+callers, sync or async), makes **one** ``backend.generate`` call, and hands each decoder its
+share (DESIGN.md, "Decoders are coroutines; the engine batches them"). One worker thread owns
+the backend. A round waits for its longest request; a new decode waits for the round in flight.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import CancelledError, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeoutError
+
+from mfs_core.backends import Backend
+from mfs_core.engine.scheduler import Job, Scheduler, check_outputs
+from mfs_core.errors import GenerateTimeoutError
+from mfs_core.types import Continuation, GenerationRequest
+
+__all__ = ["LockstepScheduler"]
+
+logger = logging.getLogger(__name__)
+
+
+class LockstepScheduler(Scheduler):
+    """Owns a backend and a worker thread that runs decoders in lockstep.
+
+    Failure handling (each case has a test in ``tests/stress``): a round whose batched
+    ``generate`` raises, returns malformed output (:func:`check_outputs`) or outlives the
+    decodes' ``generate_timeout`` is retried one decode at a time, so only the decode that
+    causes it fails; an abandoned decode is dropped at the next round boundary; if the
+    worker thread itself dies, every decode it held fails with a ``RuntimeError`` and the
+    next submission starts a new worker.
+    """
+
+    def __init__(self, backend: Backend) -> None:
+        super().__init__(backend)
+        self._live: list[Job] = []
+        self._worker: threading.Thread | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._closed = False
+
+    @property
+    def queued(self) -> int:
+        """Decodes submitted and not yet finished (incoming plus live)."""
+        with self._cond:
+            return len(self._incoming) + len(self._live)
+
+    def _enqueue(self, jobs: list[Job]) -> None:
+        """Hand new ``jobs`` to the worker thread (started if none runs)."""
+        with self._cond:
+            self._incoming.extend(jobs)
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._run, name="mfs-engine", daemon=True)
+                self._worker.start()
+            self._cond.notify()
+
+    def close(self) -> None:
+        """Fail the decodes not yet finished and close the backend (``backend.close()`` if it has one)."""
+        with self._cond:
+            stranded, self._incoming = self._incoming, []
+            self._closed = True  # an idle worker exits now (not after its 30 s wait), letting the backend go
+            self._cond.notify_all()
+        for job in stranded:
+            self._fail(job, RuntimeError("the engine was closed before this decode started"))
+        close = getattr(self.backend, "close", None)
+        if close is not None:
+            close()
+
+    def _call_backend(self, requests: list[GenerationRequest], timeout: float | None) -> list[list[Continuation]]:
+        """``backend.generate(requests)``, given up after ``timeout`` seconds (None: no limit)."""
+        if timeout is None:
+            return self.backend.generate(requests)
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mfs-generate")
+        call = self._executor.submit(self.backend.generate, requests)
+        try:
+            return call.result(timeout=timeout)
+        except FuturesTimeoutError:
+            # The hung call keeps its thread; later rounds get a fresh one.
+            self._executor.shutdown(wait=False)
+            self._executor = None
+            msg = f"backend.generate did not return within generate_timeout={timeout} s ({len(requests)} requests)"
+            raise GenerateTimeoutError(msg) from None
+
+    def _generate(self, requests: list[GenerationRequest], timeout: float | None = None) -> list[list[Continuation]]:
+        start = time.perf_counter()
+        try:
+            return check_outputs(requests, self._call_backend(requests, timeout))
+        finally:
+            self.stats.generate_calls += 1
+            self.stats.generate_seconds += time.perf_counter() - start
+            self.stats.requests += len(requests)
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as exc:  # noqa: BLE001 - the worker must never strand a caller
+            logger.error("the engine worker died: %r", exc, exc_info=True)
+            with self._cond:
+                stranded, self._live = self._live, []
+                stranded += self._incoming
+                self._incoming = []
+                self._worker = None
+            for job in stranded:
+                error = RuntimeError(f"the engine worker died during this decode: {exc!r}")
+                try:
+                    self._fail(job, error)
+                except Exception:  # noqa: BLE001 - a closing decoder must not stop the others
+                    logger.debug("closing a stranded decoder failed", exc_info=True)
+
+    def _take_incoming(self) -> bool:
+        """Move new submissions into the live set; False when the worker should exit."""
+        with self._cond:
+            while not self._live and not self._incoming:
+                if self._closed or (not self._cond.wait(timeout=30.0) and not self._incoming):
+                    self._worker = None
+                    return False
+            incoming, self._incoming = self._incoming, []
+        # A future its caller cancelled before the worker took it up is dropped; once
+        # running it can no longer be cancelled, so set_result never meets a cancelled one.
+        started = [job for job in incoming if job.future.set_running_or_notify_cancel()]
+        for job in incoming:
+            if job not in started:
+                job.decoder.close()
+        for job in started:
+            if self._advance(job, None):
+                self._live.append(job)
+        return True
+
+    def _drop_abandoned(self) -> None:
+        kept = []
+        for job in self._live:
+            if job.future.abandoned:
+                self._fail(job, CancelledError(getattr(job.future, "abandon_reason", "abandoned")))
+            else:
+                kept.append(job)
+        self._live = kept
+
+    def _loop(self) -> None:
+        while self._take_incoming():
+            self._drop_abandoned()
+            live = self._live
+            if not live:
+                continue
+            batch = [request for job in live for request in job.pending]
+            timeouts = [job.timeout for job in live if job.timeout is not None]
+            timeout = min(timeouts) if timeouts else None
+            try:
+                outputs = self._generate(batch, timeout)
+            except Exception:
+                logger.debug("batched generate failed; retrying each decode alone", exc_info=True)
+                outputs = None
+            still_live = []
+            offset = 0
+            for job in live:
+                count = len(job.pending)
+                if outputs is not None:
+                    share = outputs[offset : offset + count]
+                    offset += count
+                else:
+                    if job.future.abandoned:
+                        self._fail(job, CancelledError(getattr(job.future, "abandon_reason", "abandoned")))
+                        continue
+                    try:
+                        share = self._generate(job.pending, job.timeout)
+                    except Exception as exc:
+                        self._fail(job, exc)
+                        continue
+                if self._advance(job, share):
+                    still_live.append(job)
+            self._live = still_live
+
