@@ -24,7 +24,7 @@ from typing import Any
 from mfs_core.bench.datasets import Dataset, Example
 from mfs_core.bench.prompts import render_example
 from mfs_core.bench.scoring import answer_key, extract_prediction, score_completions, score_text
-from mfs_core.decoders import DECODERS
+from mfs_core.decoders import DECODER_SPECS, DECODERS
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import MFSSettings
 from mfs_core.types import DecodeResult
@@ -44,14 +44,12 @@ logger = logging.getLogger(__name__)
 
 RECORDS_FILE = "records.jsonl"
 CONFIG_FILE = "config.json"
-SC_DECODERS = frozenset({"sc", "sc-rollout-temperature"})
-"""Self-consistency decoders: ``--sc-k`` sets their k and their records keep every sample's answer."""
-_VOTING_DECODERS = SC_DECODERS | {
-    "esc", "deepconf",  # ESC votes over every sample; DeepConf over its kept traces, weighted by their scores
-    "mfs", "mfs-no-stop", "mfs-no-prune", "mfs-converged-rollouts", "mfs-paper", "mfs-reuse-only", "mfs-share-reuse",
-    "mfs-shared", "mfs-rollout-vote", "mfs-answer-stop", "mfs-min-paths", "mfs-same-temperature", "mfs-weighted-vote",
-    "mfs-weighted-answer-stop",
-}
+SC_DECODERS = frozenset(name for name, spec in DECODER_SPECS.items() if spec.samples)
+"""Self-consistency decoders (:attr:`DecoderSpec.samples`): ``--sc-k`` sets their k and their records keep every
+sample's answer."""
+_VOTING_DECODERS = frozenset(name for name, spec in DECODER_SPECS.items() if spec.votes)
+"""Decoders scored by their vote over completed paths (:attr:`DecoderSpec.votes`): SC, ESC, DeepConf (weighted by its
+traces' confidence), MFS and its variants."""
 _CONFIG_KEYS = ("dataset", "kind", "model", "settings")
 
 

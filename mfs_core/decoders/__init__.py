@@ -1,77 +1,53 @@
 """Decoders: coroutines that yield generation requests and return a ``DecodeResult``.
 
-All share one signature, ``decoder(prompt: str, settings: MFSSettings) -> Decoder``, and are
-looked up by name in :data:`DECODERS`.
+All share one signature, ``decoder(prompt: str, settings: MFSSettings, answer_key=None) ->
+Decoder``, and are registered by name in :data:`DECODER_SPECS`
+(:mod:`mfs_core.decoders.registry`: what each is and can do); :data:`DECODERS` maps the
+same names to the factories the engine runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
+from types import MappingProxyType
 
-from mfs_core.decoders.baselines import (
-    decode_cot,
-    decode_sc_rollout_temperature,
-    decode_self_consistency,
-    with_overrides,
-)
 from mfs_core.decoders.common import Decoder
-from mfs_core.decoders.deepconf import decode_deepconf
-from mfs_core.decoders.esc import decode_esc
-from mfs_core.decoders.mfs import decode_mfs
-from mfs_core.decoders.phi import decode_phi, decode_phi_release
-from mfs_core.settings import MFSSettings
+from mfs_core.decoders.registry import PAPER_RULES, SPECS, DecoderFactory, DecoderSpec
 
-__all__ = ["DECODERS", "SELECTING_DECODERS", "Decoder", "DecoderFactory", "get_decoder"]
+__all__ = [
+    "DECODERS", "DECODER_SPECS", "PAPER_RULES", "SELECTING_DECODERS", "Decoder", "DecoderFactory", "DecoderSpec",
+    "decoder_spec", "get_decoder",
+]
 
-DecoderFactory = Callable[[str, MFSSettings], Decoder]
+DECODER_SPECS: Mapping[str, DecoderSpec] = SPECS
+"""Every registered decoder's :class:`DecoderSpec`, by name."""
 
-PAPER_RULES = {"vote_rollouts": False, "answer_stop_confidence": None, "convergence_min_paths": 1,
-               "rollout_temperature": None}
-"""The rules of issue 35 switched off: the paper's vote over the kept beams, its convergence stop alone, and
-rollouts sampled at the candidates' temperature. ``mfs-paper`` (and ``mfs-shared``, issue 24's default: one
-foresight estimate per distinct path) run under them."""
+DECODERS: Mapping[str, DecoderFactory] = MappingProxyType({name: spec.factory for name, spec in SPECS.items()})
+"""The factory the engine runs for each registered name (:attr:`DecoderSpec.factory`)."""
 
-DECODERS: dict[str, DecoderFactory] = {
-    "mfs": decode_mfs,
-    "cot": decode_cot,
-    "sc": decode_self_consistency,
-    "sc-rollout-temperature": decode_sc_rollout_temperature,
-    "esc": decode_esc,
-    "deepconf": decode_deepconf,
-    "phi": decode_phi,
-    "phi-release": decode_phi_release,
-    "mfs-no-stop": with_overrides(decode_mfs, "mfs-no-stop", early_stopping=False),
-    "mfs-no-prune": with_overrides(decode_mfs, "mfs-no-prune", width_pruning=False),
-    "mfs-converged-rollouts": with_overrides(decode_mfs, "mfs-converged-rollouts", convergence_finish="converged_rollouts"),
-    "mfs-paper": with_overrides(decode_mfs, "mfs-paper", **PAPER_RULES, share_foresight=False, reuse_rollouts=False),
-    "mfs-shared": with_overrides(decode_mfs, "mfs-shared", **PAPER_RULES),
-    "mfs-rollout-vote": with_overrides(decode_mfs, "mfs-rollout-vote", vote_rollouts=True, answer_stop_confidence=0.95),
-    "mfs-answer-stop": with_overrides(decode_mfs, "mfs-answer-stop", answer_stop_confidence=0.95),
-    "mfs-min-paths": with_overrides(decode_mfs, "mfs-min-paths", convergence_min_paths=2),
-    "mfs-same-temperature": with_overrides(decode_mfs, "mfs-same-temperature", rollout_temperature=None),
-    "mfs-weighted-vote": with_overrides(decode_mfs, "mfs-weighted-vote", vote_rollouts="weighted"),
-    "mfs-weighted-answer-stop": with_overrides(decode_mfs, "mfs-weighted-answer-stop", vote_rollouts="weighted",
-                                               answer_stop_confidence=0.95),
-    "mfs-reuse-only": with_overrides(decode_mfs, "mfs-reuse-only", **PAPER_RULES, share_foresight=False,
-                                     reuse_rollouts=True),
-    "mfs-share-reuse": with_overrides(decode_mfs, "mfs-share-reuse", **PAPER_RULES, share_foresight=True,
-                                      reuse_rollouts=True),
-}
-
-SELECTING_DECODERS = frozenset({"phi", "phi-release"})
+SELECTING_DECODERS = frozenset(name for name, spec in SPECS.items() if spec.final == "select")
 """Decoders that choose their final completion by their own rule, not by a vote: their
 ``answer_key`` only reads the completions' answers (a multiple-choice
 :class:`~mfs_core.answers.OptionAnswer`); an action vote is refused (``MFSEngine.submit_prompts``)."""
 
 
-def get_decoder(method: str) -> DecoderFactory:
-    """The decoder registered as ``method``.
+def decoder_spec(method: str) -> DecoderSpec:
+    """The :class:`DecoderSpec` registered as ``method``.
 
     Raises:
         ValueError: unknown name; the message lists the known ones.
     """
     try:
-        return DECODERS[method]
+        return SPECS[method]
     except KeyError:
-        msg = f"unknown decoding method {method!r}; known: {sorted(DECODERS)}"
+        msg = f"unknown decoding method {method!r}; known: {sorted(SPECS)}"
         raise ValueError(msg) from None
+
+
+def get_decoder(method: str) -> DecoderFactory:
+    """The decoder factory registered as ``method`` (:attr:`DecoderSpec.factory`).
+
+    Raises:
+        ValueError: unknown name; the message lists the known ones.
+    """
+    return decoder_spec(method).factory

@@ -18,39 +18,36 @@ a decoder so that its requests carry the key's constraints. The engine only sche
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from mfs_core.decoders import SELECTING_DECODERS, Decoder
+from mfs_core.decoders import Decoder, decoder_spec
 from mfs_core.types import GenerationRequest, TriggeredChoice
 
 __all__ = ["check_answer_key", "shape_requests"]
 
 
-def check_answer_key(method: str, factory: Callable[..., Decoder], answer_key: Any) -> None:
+def check_answer_key(method: str, answer_key: Any) -> None:
     """Refuse an ``answer_key`` that decoder ``method`` cannot vote by.
+
+    Every registered decoder takes an ``answer_key``; one that picks its completion by its own
+    rule (:attr:`DecoderSpec.final` ``"select"``, φ-Decoding) only lets a key read the
+    completions' answers (a key with ``answer_choices``, :class:`~mfs_core.answers.OptionAnswer`).
 
     Args:
         method: the registered decoder name.
-        factory: its factory (:func:`mfs_core.decoders.get_decoder`).
         answer_key: the key, or None (always accepted).
 
     Raises:
-        ValueError: the decoder takes no ``answer_key``, or it chooses its completion without
-            a vote (:data:`~mfs_core.decoders.SELECTING_DECODERS`) and the key has no
-            ``answer_choices``; the message names the decoder and the ones that can.
+        ValueError: an unknown ``method`` (listing the known ones), or a selecting decoder with
+            a key that has no ``answer_choices``; the message names the decoder and the ones that can.
     """
-    if answer_key is None:
+    spec = decoder_spec(method)
+    if answer_key is None or spec.final != "select" or getattr(answer_key, "answer_choices", None):
         return
-    parameters = inspect.signature(factory).parameters
-    takes_key = "answer_key" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
-    reads_only = method in SELECTING_DECODERS and not getattr(answer_key, "answer_choices", None)
-    if not takes_key or reads_only:
-        why = "it chooses its completion without a vote" if takes_key else "it takes no answer_key"
-        msg = f"decoder {method!r} cannot vote over actions ({why}); use 'mfs', 'sc' or 'cot'"
-        raise ValueError(msg)
+    msg = f"decoder {method!r} cannot vote over actions (it chooses its completion without a vote); use 'mfs', 'sc' or 'cot'"
+    raise ValueError(msg)
 
 
 def shape_requests(decoder: Decoder, prompt: str, answer_key: Any, triggered_choice: TriggeredChoice | None = None) -> Decoder:

@@ -10,7 +10,6 @@ that the adapters show the same marker, and that docs/benchmarks.md lists every 
 from __future__ import annotations
 
 import ast
-import inspect
 import re
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ import pytest
 
 import langchain_mfs
 import llamaindex_mfs
-from mfs_core.decoders import DECODERS
+from mfs_core.decoders import DECODER_SPECS, DECODERS
 from mfs_core.settings import ABLATION_FIELDS, MFSSettings
 
 SETTINGS = MFSSettings.model_fields
@@ -29,7 +28,7 @@ CLAUSE = re.compile(r"(?P<names>.+?) sets? (?P<value>.+)")  # one of MARKER's ";
 
 def _overrides(method: str) -> dict[str, Any]:
     """The settings a named decoder variant overrides ({} for a decoder of its own)."""
-    return dict(inspect.getclosurevars(DECODERS[method]).nonlocals.get("overrides", {}))
+    return dict(DECODER_SPECS[method].overrides)
 
 
 def _changed_by_variants(name: str) -> dict[str, Any]:

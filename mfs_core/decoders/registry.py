@@ -1,0 +1,116 @@
+"""The decoder registry: what each registered decoder is and can do, one entry per decoder.
+
+A :class:`DecoderSpec` names a decoder, its factory (a base decoder, plus the settings a
+variant overrides), how it picks its final answer, and whether it is self-consistency
+(``mfs bench --sc-k`` sets its k). The engine (:func:`~mfs_core.decoders.get_decoder`), the
+tool-call planning (:func:`mfs_core.tools.requests.check_answer_key`) and the bench
+(:mod:`mfs_core.bench.runner`: which records keep every path's answer, which are scored by
+their vote) all read it, so a new variant is one entry of :data:`SPECS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+from mfs_core.decoders.baselines import (
+    decode_cot,
+    decode_sc_rollout_temperature,
+    decode_self_consistency,
+    with_overrides,
+)
+from mfs_core.decoders.common import Decoder
+from mfs_core.decoders.deepconf import decode_deepconf
+from mfs_core.decoders.esc import decode_esc
+from mfs_core.decoders.mfs import decode_mfs
+from mfs_core.decoders.phi import decode_phi, decode_phi_release
+from mfs_core.settings import MFSSettings
+
+__all__ = ["PAPER_RULES", "SPECS", "DecoderFactory", "DecoderSpec"]
+
+DecoderFactory = Callable[[str, MFSSettings], Decoder]
+
+
+@dataclass(frozen=True)
+class DecoderSpec:
+    """One registered decoder.
+
+    Attributes:
+        name: the method name (``method="mfs"``, ``mfs bench --methods``, the server's ``method``).
+        decode: the base decoder, ``decode(prompt, settings, answer_key=None) -> Decoder``.
+        final: how its answer is chosen: ``"vote"`` (a majority over its completed paths, weighted
+            where the decode gives weights; an ``answer_key`` such as an action vote groups them),
+            ``"select"`` (its own rule picks one completion, φ-Decoding: an ``answer_key`` may only
+            read the completions' answers) or ``"text"`` (one text, greedy CoT).
+        samples: self-consistency: its k is ``step_beam_size`` (``--sc-k``), and the bench keeps
+            every sample's answer, so SC at every smaller k is scored from one run.
+        overrides: :class:`MFSSettings` fields a variant sets over the caller's settings
+            (e.g. ``mfs-no-stop``: ``early_stopping=False``); empty for a decoder of its own.
+        factory: the decoder the engine runs: ``decode`` with ``overrides`` applied and
+            ``DecodeResult.method`` set to ``name`` (:func:`~mfs_core.decoders.baselines.with_overrides`),
+            or ``decode`` itself without overrides.
+
+    Raises:
+        ValueError: an override names no ``MFSSettings`` field, or ``final`` is not one of the three.
+    """
+
+    name: str
+    decode: DecoderFactory
+    final: Literal["vote", "select", "text"] = "vote"
+    samples: bool = False
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    factory: DecoderFactory = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.final not in ("vote", "select", "text"):
+            msg = f"final must be 'vote', 'select' or 'text', got {self.final!r} (decoder {self.name!r})"
+            raise ValueError(msg)
+        overrides = MappingProxyType(dict(self.overrides))
+        object.__setattr__(self, "overrides", overrides)
+        factory = with_overrides(self.decode, self.name, **overrides) if overrides else self.decode
+        object.__setattr__(self, "factory", factory)
+
+    @property
+    def votes(self) -> bool:
+        """True when the final answer is a vote over completed paths (``final == "vote"``)."""
+        return self.final == "vote"
+
+
+PAPER_RULES = {"vote_rollouts": False, "answer_stop_confidence": None, "convergence_min_paths": 1,
+               "rollout_temperature": None}
+"""The rules of issue 35 switched off: the paper's vote over the kept beams, its convergence stop alone, and
+rollouts sampled at the candidates' temperature. ``mfs-paper`` (and ``mfs-shared``, issue 24's default: one
+foresight estimate per distinct path) run under them."""
+
+
+def _variant(name: str, **overrides: Any) -> DecoderSpec:
+    """An MFS variant: MFS with ``overrides``, voting as MFS does."""
+    return DecoderSpec(name, decode_mfs, overrides=overrides)
+
+
+SPECS: Mapping[str, DecoderSpec] = MappingProxyType({spec.name: spec for spec in (
+    DecoderSpec("mfs", decode_mfs),
+    DecoderSpec("cot", decode_cot, final="text"),
+    DecoderSpec("sc", decode_self_consistency, samples=True),
+    DecoderSpec("sc-rollout-temperature", decode_sc_rollout_temperature, samples=True),
+    DecoderSpec("esc", decode_esc),  # votes over every sample
+    DecoderSpec("deepconf", decode_deepconf),  # votes over its kept traces, weighted by their confidence
+    DecoderSpec("phi", decode_phi, final="select"),
+    DecoderSpec("phi-release", decode_phi_release, final="select"),
+    _variant("mfs-no-stop", early_stopping=False),
+    _variant("mfs-no-prune", width_pruning=False),
+    _variant("mfs-converged-rollouts", convergence_finish="converged_rollouts"),
+    _variant("mfs-paper", **PAPER_RULES, share_foresight=False, reuse_rollouts=False),
+    _variant("mfs-shared", **PAPER_RULES),
+    _variant("mfs-rollout-vote", vote_rollouts=True, answer_stop_confidence=0.95),
+    _variant("mfs-answer-stop", answer_stop_confidence=0.95),
+    _variant("mfs-min-paths", convergence_min_paths=2),
+    _variant("mfs-same-temperature", rollout_temperature=None),
+    _variant("mfs-weighted-vote", vote_rollouts="weighted"),
+    _variant("mfs-weighted-answer-stop", vote_rollouts="weighted", answer_stop_confidence=0.95),
+    _variant("mfs-reuse-only", **PAPER_RULES, share_foresight=False, reuse_rollouts=True),
+    _variant("mfs-share-reuse", **PAPER_RULES, share_foresight=True, reuse_rollouts=True),
+)})
+"""Every registered decoder by name, in registration order (a new decoder or variant: one entry here)."""
