@@ -77,7 +77,7 @@ class ChatMFS(MFSParams, BaseChatModel):
     last marked ``chunk_position="last"`` and carrying the usage and metadata.
 
     Tool calls (Hermes format) and JSON structured output are sampled under a grammar built
-    from their JSON schema (``constrain_actions``, default on; :mod:`mfs_core.tools.grammar`),
+    from their JSON schema (``constrain_actions``, default on; :mod:`mfs_core.grammar`),
     so they parse and validate by construction. Not supported: multimodal input.
     Concurrent calls (``batch``, ``abatch``, many ``ainvoke``) are decoded together by the
     engine, and async calls never block the event loop.

@@ -25,6 +25,7 @@ from mfs_core.engine.waiting import (  # re-exported: the adapters wait through 
     wait_results,
 )
 from mfs_core.settings import MFSSettings
+from mfs_core.tools.call import apply_stop  # re-exported: the call path's own cut at stop sequences
 from mfs_core.types import DecodeResult
 
 __all__ = [
@@ -290,29 +291,6 @@ def chat_message(
             {"name": call["name"], "arguments": dict(call.get("arguments") or {}), "id": call.get("id")} for call in tool_calls
         ]
     return message
-
-
-def apply_stop(text: str, stop: Sequence[str] | None) -> str:
-    """``text`` cut before the earliest of the ``stop`` sequences (unchanged if none occurs).
-
-    Raises:
-        TypeError: ``stop`` is a bare string or holds a non-string (the message shows it).
-    """
-    if not stop:
-        return text
-    if isinstance(stop, str):
-        msg = f"stop must be a list of strings, got the string {stop!r}"
-        raise TypeError(msg)
-    cut = len(text)
-    for sequence in stop:
-        if not isinstance(sequence, str):
-            msg = f"stop sequences must be strings, got {sequence!r}"
-            raise TypeError(msg)
-        if sequence:
-            index = text.find(sequence)
-            if index != -1:
-                cut = min(cut, index)
-    return text[:cut]
 
 
 def stream_chunks(text: str) -> Iterator[str]:

@@ -64,7 +64,7 @@ class RequestGrammar:
     Both grammars are xgrammar structural tags as JSON text (``{"type": "structural_tag",
     "format": {...}}``, the format vLLM's ``StructuredOutputsParams(structural_tag=...)`` and
     its server's ``structured_outputs`` take); built by
-    :meth:`mfs_core.tools.grammar.ActionGrammar.request_grammar`.
+    :meth:`mfs_core.grammar.ActionGrammar.request_grammar`.
 
     Attributes:
         structural_tag: the grammar from the start of ``prefix``.

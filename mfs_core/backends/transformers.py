@@ -52,7 +52,7 @@ argmax) until a choice is complete; the reported log-probs stay the raw ones. To
 are each token decoded alone, so a trigger is found at the token that completes it (the
 characters of that token after the trigger count towards the choice).
 
-**Grammars** (``GenerationRequest.grammar``, :mod:`mfs_core.tools.grammar`): each row runs
+**Grammars** (``GenerationRequest.grammar``, :mod:`mfs_core.grammar`): each row runs
 its own xgrammar matcher of the request's structural tag, fed the prompt's open action
 first (``RequestGrammar.prefix``); before every draw the tokens it forbids get -inf logits
 (before temperature, top-p or the argmax), and the drawn token advances it. The log-probs
@@ -450,7 +450,7 @@ class TransformersBackend:
         Raises:
             GrammarUnavailableError: xgrammar is not installed.
         """
-        from mfs_core.tools.grammar import _xgrammar
+        from mfs_core.grammar import _xgrammar
 
         xgr = _xgrammar()
         compiled = self._compiled_grammars.get(grammar.structural_tag)
@@ -480,7 +480,7 @@ class TransformersBackend:
                        if row.matcher is not None and row.finish_reason is None and not row.matcher.is_terminated()]
         if not constrained:
             return logits
-        from mfs_core.tools.grammar import _xgrammar
+        from mfs_core.grammar import _xgrammar
 
         xgr = _xgrammar()
         bitmask = self._token_bitmask

@@ -35,7 +35,7 @@ Why each parameter is sent:
   does not get a second one and both backends count the same prompt tokens.
 
 Grammars (``GenerationRequest.grammar``, grammar-constrained actions,
-:mod:`mfs_core.tools.grammar`): a request whose grammar has a
+:mod:`mfs_core.grammar`): a request whose grammar has a
 :attr:`~mfs_core.types.RequestGrammar.remote` form gets
 ``structured_outputs=StructuredOutputsParams(structural_tag=remote)`` in its
 ``SamplingParams`` (vLLM >= 0.11, where ``StructuredOutputsParams`` replaced

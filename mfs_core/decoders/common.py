@@ -189,7 +189,7 @@ def ask_for_answers(
     ``answer_key`` when it has ``answer_choices`` (a multiple-choice question's
     :class:`~mfs_core.answers.OptionAnswer`): a path that chooses no option is asked, and
     after the trigger the model may write only one of the labels (``" A"``, ...; a grammar,
-    :func:`~mfs_core.tools.grammar.choice_grammar`, sampled free with a warning when
+    :func:`~mfs_core.grammar.choice_grammar`, sampled free with a warning when
     ``xgrammar`` is missing). With the trigger off (None), with any other ``answer_key``
     (tools bound: the vote is over actions) or when every path states an answer, no request
     is made.
@@ -234,7 +234,7 @@ def ask_for_answers(
 def _choice_grammar(trigger: str, labels: Sequence[str]) -> RequestGrammar | None:
     """The grammar of an option label after ``trigger`` (a space first unless the trigger ends
     in whitespace), or None, logged once, when ``xgrammar`` is not installed."""
-    from mfs_core.tools.grammar import choice_grammar, grammar_available
+    from mfs_core.grammar import choice_grammar, grammar_available
 
     if not grammar_available():
         global _warned_no_grammar

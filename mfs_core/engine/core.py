@@ -20,7 +20,7 @@ from mfs_core.events import EventCallback
 from mfs_core.prompts import render_messages, render_question, validate_question
 from mfs_core.settings import MFSSettings
 from mfs_core.streaming import DecodeStream
-from mfs_core.tools.requests import check_answer_key, shape_requests
+from mfs_core.engine.requests import check_answer_key, shape_requests
 from mfs_core.types import DecodeResult, TriggeredChoice
 
 __all__ = ["MFSEngine"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from mfs_core.answers import extract_answer
-from mfs_core.tools.grammar import ActionGrammar, ActionTag
+from mfs_core.grammar import ActionGrammar, ActionTag
 from mfs_core.tools.parsers import InvalidToolCall, ParsedOutput, parse_tool_calls
 from mfs_core.types import TriggeredChoice
 
@@ -160,7 +160,7 @@ class ToolRequest:
         """The grammar a call is written under, or None (no tools shown, or a format other
         than ``hermes``, whose calls are parsed afterwards).
 
-        One :class:`~mfs_core.tools.grammar.ActionTag` per shown tool: ``<tool_call>\n{"name":
+        One :class:`~mfs_core.grammar.ActionTag` per shown tool: ``<tool_call>\n{"name":
         "<name>", "arguments": `` + its parameters' JSON schema + ``}\n</tool_call>``,
         triggered by ``<tool_call>`` (vLLM's and xgrammar's Hermes structural tag). In
         ``auto`` the model still chooses between answering and calling; once it opens a call,

@@ -14,12 +14,12 @@ from typing import Any, Literal
 
 from mfs_core.errors import ContextWindowError
 from mfs_core.tools.actions import ActionVote, ToolRequest, normalise_tool_choice
-from mfs_core.tools.grammar import ActionGrammar, ActionTag
+from mfs_core.grammar import ActionGrammar, ActionTag
 from mfs_core.tools.parsers import ParsedOutput
 from mfs_core.tools.rendering import ToolsNotSupportedError, check_tools, renders_tools, resolve_parser
 from mfs_core.tools.structured import add_system_instruction, json_instruction
 
-__all__ = ["CallPlan", "ResponseFormat", "plan_call"]
+__all__ = ["CallPlan", "ResponseFormat", "apply_stop", "plan_call"]
 
 
 @dataclass(frozen=True)
@@ -114,10 +114,8 @@ class CallPlan:
 
         The text is the completion with its calls removed when tools were rendered (else the
         completion as is), cut before the first of the ``stop`` sequences
-        (:func:`mfs_core.adapters.apply_stop`); the parse holds the calls.
+        (:func:`apply_stop`); the parse holds the calls.
         """
-        from mfs_core.adapters import apply_stop  # mfs_core.adapters imports the engine, which imports tools
-
         parsed = self.parse(text)
         content = parsed.content if self.prompt_tools() is not None else text
         return apply_stop(content, stop), parsed
@@ -147,7 +145,7 @@ def plan_call(
             shown (:meth:`~mfs_core.tools.actions.ToolRequest.name_choice`; the
             ``constrain_tool_names`` setting).
         constrain_actions: sample calls (Hermes format) and structured output under a
-            grammar from their JSON schema (:mod:`mfs_core.tools.grammar`; the
+            grammar from their JSON schema (:mod:`mfs_core.grammar`; the
             ``constrain_actions`` setting); it supersedes the name constraint.
         action_tokens: token budget of one action (the ``max_answer_tokens`` setting).
 
@@ -178,3 +176,26 @@ def plan_call(
     vote = ActionVote(parser, request, json_answers=response_format is not None, opening=opening,
                       triggered_choice=name_choice, action_grammar=grammar)
     return CallPlan(request=request, vote=vote, response_format=response_format)
+
+
+def apply_stop(text: str, stop: Sequence[str] | None) -> str:
+    """``text`` cut before the earliest of the ``stop`` sequences (unchanged if none occurs).
+
+    Raises:
+        TypeError: ``stop`` is a bare string or holds a non-string (the message shows it).
+    """
+    if not stop:
+        return text
+    if isinstance(stop, str):
+        msg = f"stop must be a list of strings, got the string {stop!r}"
+        raise TypeError(msg)
+    cut = len(text)
+    for sequence in stop:
+        if not isinstance(sequence, str):
+            msg = f"stop sequences must be strings, got {sequence!r}"
+            raise TypeError(msg)
+        if sequence:
+            index = text.find(sequence)
+            if index != -1:
+                cut = min(cut, index)
+    return text[:cut]

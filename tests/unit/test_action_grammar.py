@@ -1,4 +1,4 @@
-"""Grammar-constrained actions (mfs_core.tools.grammar): the grammar each request gets.
+"""Grammar-constrained actions (mfs_core.grammar): the grammar each request gets.
 
 Hand-built cases: where a completion is (free text, inside a call's fixed opening, inside
 its JSON value, inside its closing, after it) decides the request's grammar; every grammar
@@ -12,7 +12,7 @@ import json
 import pytest
 
 from mfs_core.tools.actions import ToolChoice, ToolRequest
-from mfs_core.tools.grammar import ActionGrammar, ActionTag, json_value_ebnf
+from mfs_core.grammar import ActionGrammar, ActionTag, json_value_ebnf
 
 xgr = pytest.importorskip("xgrammar")
 

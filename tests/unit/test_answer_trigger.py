@@ -8,7 +8,7 @@ import pytest
 
 from mfs_core import MFSEngine, MFSSettings
 from mfs_core.answers import OptionAnswer, extract_answer
-from mfs_core.tools.grammar import choice_grammar
+from mfs_core.grammar import choice_grammar
 from tests.scripted import ScriptedBackend, continuation
 
 END = "<end_of_reasoning>"

@@ -9,7 +9,7 @@ from mfs_core.bench.runner import _VOTING_DECODERS, SC_DECODERS, BenchMethod, me
 from mfs_core.decoders import DECODER_SPECS, DECODERS, SELECTING_DECODERS, DecoderSpec, decoder_spec, get_decoder
 from mfs_core.decoders.mfs import decode_mfs
 from mfs_core.settings import MFSSettings
-from mfs_core.tools.requests import check_answer_key
+from mfs_core.engine.requests import check_answer_key
 from tests.scripted import synthetic_model
 from mfs_core.engine import MFSEngine
 

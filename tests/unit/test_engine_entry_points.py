@@ -1,5 +1,5 @@
 """The engine schedules (issue 36 item 4): sync and async entry points agree, a shared backend
-closes with its last engine, and answer keys shape requests through mfs_core.tools.requests."""
+closes with its last engine, and answer keys shape requests through mfs_core.engine.requests."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import mfs_core.engine.registry
 from mfs_core.errors import DecodeTimeoutError
 from mfs_core import MFSEngine, MFSSettings
 from mfs_core.decoders import get_decoder
-from mfs_core.tools.requests import check_answer_key, shape_requests
+from mfs_core.engine.requests import check_answer_key, shape_requests
 from mfs_core.types import GenerationRequest, TriggeredChoice
 from tests.scripted import ScriptedBackend, synthetic_model
 

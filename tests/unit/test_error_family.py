@@ -41,9 +41,10 @@ def test_every_library_exception_is_an_mfs_error() -> None:
 @pytest.mark.parametrize(("path", "base"), [
     ("mfs_core.errors.ContextWindowError", ValueError),
     ("mfs_core.errors.GenerateTimeoutError", TimeoutError),
+    ("mfs_core.errors.DecodeTimeoutError", TimeoutError),
     ("mfs_core.backends.openai.ServerUnreachableError", RuntimeError),
     ("mfs_core.tools.rendering.ToolsNotSupportedError", NotImplementedError),
-    ("mfs_core.tools.grammar.GrammarUnavailableError", ImportError),
+    ("mfs_core.grammar.GrammarUnavailableError", ImportError),
 ])
 def test_each_keeps_its_built_in_base(path: str, base: type[BaseException]) -> None:
     module, name = path.rsplit(".", 1)

@@ -81,9 +81,9 @@ def test_log_probs_under_a_grammar_are_renormalised_not_raw(
 
 
 def test_the_answer_triggers_choice_of_labels_is_honoured(vllm_backend: VLLMBackend, http_engine: MFSEngine) -> None:
-    """A multiple-choice answer trigger's grammar (:func:`~mfs_core.tools.grammar.choice_grammar`):
+    """A multiple-choice answer trigger's grammar (:func:`~mfs_core.grammar.choice_grammar`):
     whatever the demo model would write, both vLLM paths write exactly one label, then stop."""
-    from mfs_core.tools.grammar import choice_grammar
+    from mfs_core.grammar import choice_grammar
 
     labels = (" A", " B", " C", " D")
     prompt = vllm_backend.apply_chat_template([{"role": "user", "content": "Tom has 3 apples."}]) + "The answer is:"

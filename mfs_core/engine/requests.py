@@ -6,7 +6,7 @@ the answer it extracts:
 
 * ``triggered_choice`` (:class:`~mfs_core.types.TriggeredChoice`): a constraint set on every
   generation request of the decode (the tool names an :class:`ActionVote` keeps calls to);
-* ``action_grammar`` (:class:`~mfs_core.tools.grammar.ActionGrammar`) and ``opening`` (the
+* ``action_grammar`` (:class:`~mfs_core.grammar.ActionGrammar`) and ``opening`` (the
   text the rendered prompt forces at the start of the answer): each request is given the
   grammar of what its prompt has written after the decode's prompt, and a request that
   continues an open action at least that action's token budget;
@@ -88,7 +88,7 @@ def _map_requests(decoder: Decoder, change: Callable[[GenerationRequest], Genera
 
 def _with_grammar(decoder: Decoder, grammar: Any, anchor: str) -> Decoder:
     """``decoder`` with each request's :class:`~mfs_core.types.RequestGrammar` set from ``grammar``
-    (an :class:`~mfs_core.tools.grammar.ActionGrammar`) and the text its prompt has after
+    (an :class:`~mfs_core.grammar.ActionGrammar`) and the text its prompt has after
     ``anchor`` (the decode's prompt without a forced opening); a request that continues an
     open action gets ``max_tokens`` of at least the action's budget."""
 
