@@ -38,12 +38,21 @@ def test_the_block_prints_what_the_page_shows(block, demo_backend) -> None:
 
 def test_the_pages_keep_their_examples() -> None:
     names = {path.relative_to(ROOT).as_posix() for path in DOCS}
-    assert {"README.md", "docs/langchain.md", "docs/llamaindex.md", "docs/backends.md"} <= names
+    pages = ("README.md", "docs/install.md", "docs/engine.md", "docs/langchain.md", "docs/llamaindex.md", "docs/backends.md")
+    assert set(pages) <= names
     per_page = {}
     for block in BLOCKS:
         per_page.setdefault(block.path.relative_to(ROOT).as_posix(), []).append(block)
     assert len(per_page["docs/langchain.md"]) >= 10 and len(per_page["docs/llamaindex.md"]) >= 10
-    assert [b.lang for b in per_page["README.md"]] == ["bash", "python"]  # mfs ask and the Python example
+    # README: a LangChain, a LlamaIndex and an `mfs serve` example (issue 45 item 8); README's former
+    # `mfs ask` output and Python example live in docs/install.md and docs/engine.md
+    readme = per_page["README.md"]
+    assert [(b.lang, "serve" in b.flags) for b in readme] == [("python", False), ("python", False), ("python", True)]
+    assert "langchain_mfs" in readme[0].code and "llamaindex_mfs" in readme[1].code and "OpenAI(" in readme[2].code
+    assert all(b.output is not None for b in readme)
+    install, engine = per_page["docs/install.md"], per_page["docs/engine.md"]
+    assert [b.lang for b in install] == ["bash"] and "mfs ask " in install[0].code and install[0].output is not None
+    assert [b.lang for b in engine] == ["python"] and "engine.decode(" in engine[0].code and engine[0].output is not None
     sources = "\n".join(block.code for block in BLOCKS)
     for needle in ("llm.complete(", "stream_complete(", "llm.chat(", "acomplete(", "TokenCountingHandler",
                    "Settings.llm =", "llm.batch(", "ChatMFS(", "MFSReasoningTool(", "mfs ask "):

