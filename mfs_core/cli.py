@@ -345,12 +345,20 @@ def serve(
     max_messages: serve_cli.MaxMessagesOption = None,
     served_model_name: serve_cli.ServedModelNameOption = None,
     shutdown_timeout: serve_cli.ShutdownTimeoutOption = None,
+    limit_step_beam_size: serve_cli.LimitStepBeamSizeOption = None,
+    limit_num_rollouts: serve_cli.LimitNumRolloutsOption = None,
+    limit_max_steps: serve_cli.LimitMaxStepsOption = None,
+    limit_max_tokens: serve_cli.LimitMaxTokensOption = None,
+    work_budget: serve_cli.WorkBudgetOption = None,
+    request_timeout: serve_cli.RequestTimeoutOption = None,
 ) -> None:
     flags = {**setting_flags(locals()), "scheduling": scheduling}
     server_flags = {
         "host": host, "port": port, "api_key": server_api_key, "queue_size": queue_size,
         "max_body_bytes": max_body_bytes, "max_messages": max_messages, "model_name": served_model_name,
-        "shutdown_timeout": shutdown_timeout,
+        "shutdown_timeout": shutdown_timeout, "limit_step_beam_size": limit_step_beam_size,
+        "limit_num_rollouts": limit_num_rollouts, "limit_max_steps": limit_max_steps,
+        "limit_max_tokens": limit_max_tokens, "work_budget": work_budget, "request_timeout": request_timeout,
     }
     try:
         settings, sources = resolve_settings(flags)

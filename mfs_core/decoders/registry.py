@@ -3,7 +3,7 @@
 A :class:`DecoderSpec` names a decoder, its factory (a base decoder, plus the settings a
 variant overrides), how it picks its final answer, and whether it is self-consistency
 (``mfs bench --sc-k`` sets its k). The engine (:func:`~mfs_core.decoders.get_decoder`), the
-tool-call planning (:func:`mfs_core.tools.requests.check_answer_key`) and the bench
+tool-call planning (:func:`mfs_core.engine.requests.check_answer_key`) and the bench
 (:mod:`mfs_core.bench.runner`: which records keep every path's answer, which are scored by
 their vote) all read it, so a new variant is one entry of :data:`SPECS`.
 """
@@ -28,7 +28,7 @@ from mfs_core.decoders.mfs import decode_mfs
 from mfs_core.decoders.phi import decode_phi, decode_phi_release
 from mfs_core.settings import MFSSettings
 
-__all__ = ["PAPER_RULES", "SPECS", "DecoderFactory", "DecoderSpec"]
+__all__ = ["PAPER_RULES", "SPECS", "DecoderFactory", "DecoderSpec", "search_tokens"]
 
 DecoderFactory = Callable[[str, MFSSettings], Decoder]
 
@@ -48,6 +48,8 @@ class DecoderSpec:
             every sample's answer, so SC at every smaller k is scored from one run.
         overrides: :class:`MFSSettings` fields a variant sets over the caller's settings
             (e.g. ``mfs-no-stop``: ``early_stopping=False``); empty for a decoder of its own.
+        work: the most output tokens one decode can generate under given settings (before the
+            variant's overrides; :meth:`worst_case_tokens` applies them): what ``mfs serve`` admits by.
         factory: the decoder the engine runs: ``decode`` with ``overrides`` applied and
             ``DecodeResult.method`` set to ``name`` (:func:`~mfs_core.decoders.baselines.with_overrides`),
             or ``decode`` itself without overrides.
@@ -61,6 +63,7 @@ class DecoderSpec:
     final: Literal["vote", "select", "text"] = "vote"
     samples: bool = False
     overrides: Mapping[str, Any] = field(default_factory=dict)
+    work: Callable[[MFSSettings], int] | None = field(default=None, repr=False, compare=False)
     factory: DecoderFactory = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -71,6 +74,19 @@ class DecoderSpec:
         object.__setattr__(self, "overrides", overrides)
         factory = with_overrides(self.decode, self.name, **overrides) if overrides else self.decode
         object.__setattr__(self, "factory", factory)
+
+    def worst_case_tokens(self, settings: MFSSettings) -> int:
+        """The most output tokens (sampled tokens, every rollout and completion counted) one decode of this
+        decoder can generate under ``settings`` with the variant's overrides applied.
+
+        An upper bound, not an estimate: a search stopped early generates less. MFS and φ
+        (:func:`search_tokens`): per step, M·N candidates of at most ``max_step_tokens`` and their
+        foresight rollouts of at most ``max_answer_tokens``, then M completions; the voting
+        baselines: their most samples times ``max_answer_tokens``.
+        """
+        changed = settings.model_copy(update=dict(self.overrides)) if self.overrides else settings
+        work = self.work if self.work is not None else search_tokens
+        return int(work(changed))
 
     @property
     def votes(self) -> bool:
@@ -85,6 +101,20 @@ rollouts sampled at the candidates' temperature. ``mfs-paper`` (and ``mfs-shared
 foresight estimate per distinct path) run under them."""
 
 
+def search_tokens(settings: MFSSettings) -> int:
+    """The most output tokens of one MFS (or φ) decode (tokens): ``max_steps · M · N · (max_step_tokens +
+    foresight_rollouts · max_answer_tokens) + M · max_answer_tokens`` (each step's candidates and their
+    foresight rollouts, then the finish's completions)."""
+    s = settings
+    per_step = s.step_beam_size * s.num_rollouts * (s.max_step_tokens + s.foresight_rollouts * s.max_answer_tokens)
+    return s.max_steps * per_step + s.step_beam_size * s.max_answer_tokens
+
+
+def _samples(field_name: str) -> Callable[[MFSSettings], int]:
+    """The most output tokens of a voting baseline that samples at most ``settings.<field_name>`` answers."""
+    return lambda settings: getattr(settings, field_name) * settings.max_answer_tokens
+
+
 def _variant(name: str, **overrides: Any) -> DecoderSpec:
     """An MFS variant: MFS with ``overrides``, voting as MFS does."""
     return DecoderSpec(name, decode_mfs, overrides=overrides)
@@ -92,11 +122,13 @@ def _variant(name: str, **overrides: Any) -> DecoderSpec:
 
 SPECS: Mapping[str, DecoderSpec] = MappingProxyType({spec.name: spec for spec in (
     DecoderSpec("mfs", decode_mfs),
-    DecoderSpec("cot", decode_cot, final="text"),
-    DecoderSpec("sc", decode_self_consistency, samples=True),
-    DecoderSpec("sc-rollout-temperature", decode_sc_rollout_temperature, samples=True),
-    DecoderSpec("esc", decode_esc),  # votes over every sample
-    DecoderSpec("deepconf", decode_deepconf),  # votes over its kept traces, weighted by their confidence
+    DecoderSpec("cot", decode_cot, final="text", work=lambda settings: settings.max_answer_tokens),
+    DecoderSpec("sc", decode_self_consistency, samples=True, work=_samples("step_beam_size")),
+    DecoderSpec("sc-rollout-temperature", decode_sc_rollout_temperature, samples=True,
+                work=_samples("step_beam_size")),
+    DecoderSpec("esc", decode_esc, work=_samples("esc_max_samples")),  # votes over every sample
+    # votes over its kept traces, weighted by their confidence
+    DecoderSpec("deepconf", decode_deepconf, work=_samples("deepconf_max_traces")),
     DecoderSpec("phi", decode_phi, final="select"),
     DecoderSpec("phi-release", decode_phi_release, final="select"),
     _variant("mfs-no-stop", early_stopping=False),

@@ -5,8 +5,10 @@ the model: under ``scheduling="lockstep"`` (the library's default) the engine ba
 decodes into one ``backend.generate`` call (DESIGN.md); under ``"continuous"`` (vLLM) each
 decode's requests go to vLLM's ``AsyncLLM`` on their own (:mod:`mfs_core.engine`); ``mfs serve
 --backend vllm`` picks it unless told otherwise (:func:`mfs_core.cli.serve_scheduling`, docs/serve.md). Each request is checked (:mod:`mfs_core.serve.schemas`), planned
-and rendered as the adapters do (:func:`mfs_core.tools.call.plan_call`), admitted if the
-engine holds fewer than ``queue_size`` decodes (else 429 with ``Retry-After``), then decoded;
+and rendered as the adapters do (:func:`mfs_core.tools.call.plan_call`), held to the
+operator's limits and admitted by its worst-case work (:mod:`mfs_core.serve.limits`: 400 over a
+limit, 429 with ``Retry-After`` while the engine is full), then decoded within
+``request_timeout`` (past it: 504, the decodes abandoned);
 a streamed request sends each chosen step as ``delta.reasoning`` (and ``reasoning_content``)
 while the search runs, then the answer as ``delta.content``, then ``usage``; a non-streamed
 reply carries the same text as ``message.reasoning`` and ``message.reasoning_content``
@@ -23,10 +25,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import hmac
 import json
 import logging
-import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -42,9 +44,12 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from mfs_core.adapters import abandon, astream_events, await_results, settings_from_fields
+from mfs_core.decoders import decoder_spec
 from mfs_core.engine import MFSEngine
+from mfs_core.errors import DecodeTimeoutError
 from mfs_core.events import DecodeEvent, StopEvent
 from mfs_core.serve.config import ServerSettings
+from mfs_core.serve.limits import Admission, RequestLimits, check_request, request_work
 from mfs_core.serve.metrics import ServerMetrics
 from mfs_core.serve.responses import choice_metadata, content_deltas, finish_reason, openai_tool_calls, sse, usage
 from mfs_core.serve.schemas import RequestError, ServeCall, parse_chat, parse_completion
@@ -100,9 +105,10 @@ class MFSServer:
         engine: the engine every request decodes with; its settings are the requests' base.
         config: the server's own settings (key, limits, served name).
 
-    The admission count (:attr:`in_flight`) is changed on the event loop's thread only: a
-    request reserves its decodes before it is rendered, each decode's future gives its slot
-    back when it ends (finished, failed, or dropped by the engine after being abandoned).
+    Admission (:attr:`admission`, :mod:`mfs_core.serve.limits`) is changed on the event loop's
+    thread only: a request reserves its decodes and their worst-case tokens before it is
+    rendered, each decode's future gives its share back when it ends (finished, failed, or
+    dropped by the engine after being abandoned).
     """
 
     def __init__(self, engine: MFSEngine, config: ServerSettings | None = None) -> None:
@@ -110,13 +116,19 @@ class MFSServer:
         self.config = config if config is not None else ServerSettings()
         self.served = self.config.model_name or engine.settings.model
         self.metrics = ServerMetrics()
-        self.in_flight = 0
+        self.limits = RequestLimits.from_config(self.config, engine.settings)
+        budget = self.config.work_budget or self.config.queue_size * decoder_spec("mfs").worst_case_tokens(engine.settings)
+        self.admission = Admission(self.config.queue_size, budget)
         self.closing = False
         self._futures: set[Future] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._mean_seconds: float | None = None
         key = self.config.api_key
         self._expected = key.get_secret_value().encode() if key is not None else None
+
+    @property
+    def in_flight(self) -> int:
+        """Decodes admitted and not yet ended."""
+        return self.admission.decodes
 
     # --- the app ------------------------------------------------------------------------------
     def app(self) -> Starlette:
@@ -198,7 +210,8 @@ class MFSServer:
     async def health(self, request: Request) -> Response:
         """``GET /health``: 200 with the decodes in flight, 503 while shutting down."""
         body = {"status": "shutting_down" if self.closing else "ok", "model": self.served,
-                "decodes_in_flight": self.in_flight, "queue_size": self.config.queue_size}
+                "decodes_in_flight": self.in_flight, "queue_size": self.config.queue_size,
+                "work_in_flight": self.admission.work, "work_budget": self.admission.work_budget}
         return JSONResponse(body, status_code=503 if self.closing else 200)
 
     async def metrics_page(self, request: Request) -> Response:
@@ -217,16 +230,20 @@ class MFSServer:
             config = self.config
             call = parse(body, self.engine.settings, served=self.served, max_n=config.max_n,
                          max_messages=config.max_messages)
-            count = call.n * max(1, len(call.prompts))
-            self._admit(count)
+            check_request(call, self.limits)
+            count, work = request_work(call)
+            started = self.admission.admit(count, work)
+            self._gauge()
+            share = work // count  # each decode's worst case (the request's decodes share one settings)
             try:
                 prepared = await asyncio.to_thread(self._prepare, call)
                 stream = DecodeStream()
-                futures = self._submit(call, prepared, stream)
+                futures = self._submit(call, prepared, stream, share, started)
             except BaseException:
-                self._release(count)
+                self._release(count, work)
+                self.admission.finished(started)
                 raise
-            self._release(count - len(futures))  # each future gives its own slot back when it ends
+            self._release(count - len(futures), share * (count - len(futures)))  # each future gives its share back
         except RequestError as exc:
             return self._error(exc, endpoint)
         if call.stream:
@@ -235,6 +252,8 @@ class MFSServer:
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         try:
             results = await self._wait(request, futures)
+        except DecodeTimeoutError:
+            return self._error(self._timed_out(), endpoint)
         except _Disconnected:
             self.metrics.requests.labels(endpoint, "499").inc()
             return Response(status_code=499)
@@ -249,7 +268,7 @@ class MFSServer:
 
     def _error(self, exc: RequestError, endpoint: str) -> Response:
         reason = {401: "auth", 404: "not_found", 405: "bad_method", 413: "too_large", 429: "queue_full",
-                  503: "shutting_down"}.get(exc.status, "bad_request")
+                  503: "shutting_down", 504: "timeout"}.get(exc.status, "bad_request")
         if exc.status != 500:
             self.metrics.rejected.labels(reason).inc()
         self.metrics.requests.labels(endpoint, str(exc.status)).inc()
@@ -293,21 +312,17 @@ class MFSServer:
             raise RequestError(400, f"the request body nests JSON deeper than {MAX_JSON_DEPTH} levels")
         return body
 
-    def _admit(self, count: int) -> None:
-        """Reserve ``count`` decodes, or refuse with 429 and ``Retry-After`` (about one mean decode)."""
-        if self.in_flight + count > self.config.queue_size:
-            wait = 1 if self._mean_seconds is None else min(60, max(1, math.ceil(self._mean_seconds)))
-            raise RequestError(
-                429, f"the server is busy: {self.in_flight} decodes in flight, this request needs {count}, "
-                f"queue_size is {self.config.queue_size}; retry after {wait} s", kind="rate_limit_error",
-                headers={"Retry-After": str(wait)},
-            )
-        self.in_flight += count
-        self.metrics.queue_depth.set(self.in_flight)
+    def _timed_out(self) -> RequestError:
+        """The 504 of a request whose decodes outlived ``request_timeout`` (they were abandoned)."""
+        return RequestError(504, f"the request's decodes did not finish within request_timeout="
+                            f"{self.config.request_timeout} s; they were stopped", kind="timeout_error")
 
-    def _release(self, count: int) -> None:
-        self.in_flight -= count
-        self.metrics.queue_depth.set(self.in_flight)
+    def _release(self, decodes: int, work: int) -> None:
+        self.admission.release(decodes, work)
+        self._gauge()
+
+    def _gauge(self) -> None:
+        self.metrics.queue_depth.set(self.admission.decodes)
 
     def _prepare(self, call: ServeCall) -> _Prepared:
         """Plan and render the call as the adapters do (a worker thread: the template and tokenizer run here).
@@ -339,7 +354,8 @@ class MFSServer:
         except Exception:  # a backend that cannot count (an HTTP backend without a tokenizer)
             return 0
 
-    def _submit(self, call: ServeCall, prepared: _Prepared, stream: DecodeStream) -> list[Future]:
+    def _submit(self, call: ServeCall, prepared: _Prepared, stream: DecodeStream, share: int,
+                started: float) -> list[Future]:
         """Start the call's decodes: per prompt, ``n`` decodes seeded ``seed``, ``seed + 1``, ...
 
         Streamed calls send their events to ``stream`` labelled with the choice's index; the
@@ -362,13 +378,14 @@ class MFSServer:
             abandon(futures, "the request failed before all its decodes started")
             raise RequestError(400, str(exc)) from None
         stream.attach(futures)
+        left = [len(futures)]
         for future in futures:
             self._futures.add(future)
-            future.add_done_callback(self._ended)
+            future.add_done_callback(functools.partial(self._ended, share=share, started=started, left=left))
         return futures
 
-    def _ended(self, future: Future) -> None:
-        """A decode ended (worker thread): give its slot back on the loop, count it."""
+    def _ended(self, future: Future, *, share: int, started: float, left: list[int]) -> None:
+        """A decode ended (worker thread): give its slot and its ``share`` of work back on the loop, count it."""
         if future.cancelled():
             outcome, seconds = "abandoned", None
         else:
@@ -381,9 +398,12 @@ class MFSServer:
 
         def release() -> None:
             self._futures.discard(future)
-            self._release(1)
+            self._release(1, share)
+            left[0] -= 1
+            if left[0] == 0:
+                self.admission.finished(started)
             if seconds is not None:
-                self._mean_seconds = seconds if self._mean_seconds is None else 0.8 * self._mean_seconds + 0.2 * seconds
+                self.admission.observe(seconds)
 
         if self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(release)
@@ -393,9 +413,10 @@ class MFSServer:
 
         Raises:
             _Disconnected: the client went away.
+            DecodeTimeoutError: ``request_timeout`` passed (the decodes are abandoned).
             The first decode's exception (the call's other decodes are abandoned).
         """
-        waiting = asyncio.ensure_future(await_results(futures, None))  # the engine's one wait helper
+        waiting = asyncio.ensure_future(await_results(futures, self.config.request_timeout))  # the one wait helper
         try:
             while not (await asyncio.wait({waiting}, timeout=0.25))[0]:
                 if await request.is_disconnected():
@@ -477,7 +498,8 @@ class MFSServer:
             if chat:
                 for index in range(len(futures)):
                     yield chunk(index, {"role": "assistant", "content": ""})
-            async for event in astream_events(stream, None):  # cancelled (client gone): it abandons the decodes
+            # cancelled (client gone) or past request_timeout: it abandons the decodes
+            async for event in astream_events(stream, self.config.request_timeout):
                 index = event.index
                 piece = writers[index].delta(event)
                 yield chunk(index, {"reasoning": piece, "reasoning_content": piece} if chat else {"reasoning": piece})
@@ -493,6 +515,11 @@ class MFSServer:
             counts = self._account(results, prepared.prompt_tokens, answer_tokens)
             if call.include_usage:
                 yield sse({**head, "choices": [], "usage": counts})
+            yield sse("[DONE]")
+        except DecodeTimeoutError:
+            finished = True
+            self.metrics.rejected.labels("timeout").inc()
+            yield sse(self._timed_out().body())
             yield sse("[DONE]")
         except Exception as exc:  # a failed decode: this stream ends with an error event, the others go on
             finished = True

@@ -15,7 +15,8 @@ import typer
 
 __all__ = [
     "HostOption", "MaxBodyBytesOption", "MaxMessagesOption", "PortOption", "QueueSizeOption", "ServedModelNameOption",
-    "ServerApiKeyOption", "ShutdownTimeoutOption", "server_settings",
+    "ServerApiKeyOption", "ShutdownTimeoutOption", "LimitMaxStepsOption", "LimitMaxTokensOption",
+    "LimitNumRolloutsOption", "LimitStepBeamSizeOption", "RequestTimeoutOption", "WorkBudgetOption", "server_settings",
 ]
 
 logger = logging.getLogger("mfs_core.serve")
@@ -48,6 +49,32 @@ ServedModelNameOption = Annotated[
 ShutdownTimeoutOption = Annotated[
     Optional[float], typer.Option(help="Seconds in-flight decodes may finish after SIGTERM before they are abandoned.",
                                   show_default="MFS_SERVER_SHUTDOWN_TIMEOUT, else 30")
+]
+
+
+LimitStepBeamSizeOption = Annotated[
+    Optional[int], typer.Option(help="Largest step_beam_size a request may ask for (the server's own always passes).",
+                                show_default="MFS_SERVER_LIMIT_STEP_BEAM_SIZE, else 4")
+]
+LimitNumRolloutsOption = Annotated[
+    Optional[int], typer.Option(help="Largest num_rollouts a request may ask for (the server's own always passes).",
+                                show_default="MFS_SERVER_LIMIT_NUM_ROLLOUTS, else 4")
+]
+LimitMaxStepsOption = Annotated[
+    Optional[int], typer.Option(help="Largest max_steps a request may ask for (the server's own always passes).",
+                                show_default="MFS_SERVER_LIMIT_MAX_STEPS, else 8")
+]
+LimitMaxTokensOption = Annotated[
+    Optional[int], typer.Option(help="Largest max_tokens a request may ask for (the server's own always passes).",
+                                show_default="MFS_SERVER_LIMIT_MAX_TOKENS, else 1024")
+]
+WorkBudgetOption = Annotated[
+    Optional[int], typer.Option(help="Most worst-case output tokens of the decodes in flight; beyond it 429.",
+                                show_default="MFS_SERVER_WORK_BUDGET, else queue-size times one default decode's")
+]
+RequestTimeoutOption = Annotated[
+    Optional[float], typer.Option(help="Seconds a request's decodes may take before they are abandoned (504).",
+                                  show_default="MFS_SERVER_REQUEST_TIMEOUT, else none")
 ]
 
 

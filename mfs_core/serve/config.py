@@ -45,6 +45,36 @@ class ServerSettings(BaseSettings):
     )
     max_messages: int = Field(default=256, ge=1, le=65536, description="Most chat messages in one request.")
     max_n: int = Field(default=8, ge=1, le=128, description="Most choices (n) in one request.")
+    limit_step_beam_size: int = Field(
+        default=4, ge=1, le=1024,
+        description="Largest step_beam_size (M) a request may ask for (the server's own setting is always allowed); "
+        "above it: 400 naming the limit.",
+    )
+    limit_num_rollouts: int = Field(
+        default=4, ge=1, le=1024,
+        description="Largest num_rollouts (N) a request may ask for (the server's own setting is always allowed).",
+    )
+    limit_max_steps: int = Field(
+        default=8, ge=1, le=256,
+        description="Largest max_steps a request may ask for (the server's own setting is always allowed).",
+    )
+    limit_max_tokens: int = Field(
+        default=1024, ge=1, le=65536,
+        description="Largest max_tokens (max_answer_tokens: a rollout's or a completion's tokens) a request may ask "
+        "for (the server's own setting is always allowed).",
+    )
+    work_budget: int | None = Field(
+        default=None, ge=1,
+        description="Most worst-case output tokens of the decodes in the engine at once (tokens; each decode "
+        "counts DecoderSpec.worst_case_tokens of its settings); a request that would exceed it is answered 429 "
+        "with Retry-After, one that exceeds it alone 400. None: queue_size times the worst case of one decode "
+        "with the server's own settings.",
+    )
+    request_timeout: float | None = Field(
+        default=None, gt=0.0, le=86400.0,
+        description="Seconds a request's decodes may take; past it they are abandoned and the client gets a 504 "
+        "(streamed: an error event, then [DONE]). None: no limit.",
+    )
     model_name: str | None = Field(
         default=None, description="The model name /v1/models lists and requests must name (None: the model setting)."
     )
