@@ -39,6 +39,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -85,8 +86,24 @@ def json_value_ebnf(schema: dict[str, Any] | bool) -> str:
     except GrammarUnavailableError:
         raise
     except Exception as error:  # xgrammar raises RuntimeError / its own types for a bad schema
-        msg = f"cannot build a grammar from the JSON schema {json.dumps(schema)[:200]}: {str(error).splitlines()[0]}"
+        msg = f"cannot build a grammar from the JSON schema {json.dumps(schema)[:200]}: {converter_reason(error)}"
         raise ValueError(msg) from None
+
+
+_SOURCE_PREFIX = re.compile(r"^\s*(?:\[[\d:.]+\]\s*)?(?:\S+\.(?:cc|cpp|cxx|h|hpp|py):\d+:\s*)?")
+"""xgrammar's ``[02:49:17] /project/cpp/json_schema_converter.cc:4944: `` before its reason: a time and the C++
+source position, which a client need not see."""
+
+
+def converter_reason(error: BaseException) -> str:
+    """The first line of a grammar converter's error without its time stamp and source position.
+
+    Example:
+        ``RuntimeError('[02:49:17] /project/cpp/json_schema_converter.cc:4944: Unsupported type "x"')``
+        gives ``'Unsupported type "x"'``.
+    """
+    lines = str(error).strip().splitlines()
+    return _SOURCE_PREFIX.sub("", lines[0]) if lines else type(error).__name__
 
 
 @dataclass(frozen=True)

@@ -126,7 +126,8 @@ class MFSSettings(BaseSettings):
         "docs/real_models.md), else float32; the checkpoint's dtype on a GPU (vLLM's 'auto': a float32 checkpoint "
         "runs in bfloat16/float16 there). backend='openai': the server's.",
     )
-    seed: int = Field(default=0, description="Seed of every random choice of a decode (sampling and selection).")
+    seed: int = Field(default=0, ge=-(2**63), le=2**63 - 1,
+                      description="Seed of every random choice of a decode (sampling and selection), a 64-bit integer.")
     batch_size: int = Field(
         default=256, ge=1, description="Most sequences one forward pass of the transformers backend holds (sequences)."
     )

@@ -110,7 +110,14 @@ async def await_results(futures: Sequence[Future], timeout: float | None) -> lis
         return []
     with _stop_waiting(futures, timeout):
         waiting = [asyncio.wrap_future(future) for future in futures]
-        _, pending = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_EXCEPTION)
+        try:
+            _, pending = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_EXCEPTION)
+        finally:
+            for wrapper in waiting:  # the outcome is read from ``futures``: the wrappers are let go quietly
+                if wrapper.done() and not wrapper.cancelled():
+                    wrapper.exception()
+                else:
+                    wrapper.cancel()
         return _outcome(futures, timed_out=bool(pending))
 
 

@@ -29,6 +29,7 @@ import functools
 import hmac
 import json
 import logging
+import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -48,6 +49,7 @@ from mfs_core.decoders import decoder_spec
 from mfs_core.engine import MFSEngine
 from mfs_core.errors import DecodeTimeoutError
 from mfs_core.events import DecodeEvent, StopEvent
+from mfs_core.grammar import converter_reason  # one line, no C++ source position
 from mfs_core.serve.config import ServerSettings
 from mfs_core.serve.limits import Admission, RequestLimits, check_request, request_work
 from mfs_core.serve.metrics import ServerMetrics
@@ -80,6 +82,33 @@ MAX_JSON_DEPTH = 32
 """Most levels of nested JSON arrays and objects a request body may have (a chat request needs about 8)."""
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's dict, refusing a key given twice (``json.loads``' ``object_pairs_hook``).
+
+    Raises:
+        RequestError: 400 naming the key.
+    """
+    body: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in body:
+            raise RequestError(400, f"the request body gives the key {key!r} twice in one object", param=key)
+        body[key] = value
+    return body
+
+
+def _no_constant(name: str) -> float:
+    """Refuse ``NaN``, ``Infinity`` and ``-Infinity`` (not JSON, though Python's parser reads them)."""
+    raise RequestError(400, f"the request body holds {name}, which is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    """A JSON number with a fraction or exponent, refused when it overflows a float (``1e400``)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise RequestError(400, f"the number {text[:40]} in the request body is out of range")
+    return value
+
+
 def json_depth(value: Any) -> int:
     """Levels of nested arrays and objects in a parsed JSON value (a scalar: 0), without recursion."""
     depth, level = 0, [value]
@@ -92,6 +121,15 @@ def json_depth(value: Any) -> int:
             return depth
         level = [child for c in containers for child in (c.values() if isinstance(c, dict) else c)]
     return depth
+
+
+_SETTLE_SECONDS = 5.0
+"""Seconds :meth:`MFSServer.drain` waits, after abandoning the decodes still running, for their clients' error
+bodies to be sent (a lockstep round ends first)."""
+
+
+class _Stopped(Exception):
+    """The server is shutting down and abandoned this request's decodes."""
 
 
 class _Disconnected(Exception):
@@ -120,6 +158,10 @@ class MFSServer:
         budget = self.config.work_budget or self.config.queue_size * decoder_spec("mfs").worst_case_tokens(engine.settings)
         self.admission = Admission(self.config.queue_size, budget)
         self.closing = False
+        """True once draining began: new requests get 503."""
+        self.stopping = False
+        """True once draining abandoned the decodes still running: their clients get 503 error bodies."""
+        self._drained = False
         self._futures: set[Future] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         key = self.config.api_key
@@ -167,13 +209,17 @@ class MFSServer:
         yield
         await self.shutdown()
 
-    async def shutdown(self) -> None:
-        """Finish or abandon the decodes in flight, then close the backend.
+    async def drain(self) -> None:
+        """Stop admitting, let the decodes in flight finish within ``shutdown_timeout``, then stop the rest.
 
-        The ASGI server has already let open responses run for ``shutdown_timeout`` seconds;
-        decodes still held (their clients gone) get that long again to end, then are
-        abandoned, and the engine is closed (vLLM: its processes stop).
+        From the call on, new requests and ``/health`` get 503 with ``Retry-After`` while the
+        listener stays open (so a load balancer moves clients elsewhere); past ``shutdown_timeout``
+        seconds each decode still running is abandoned and its client gets an OpenAI error body
+        (503; streamed: an error event, then ``[DONE]``), within about one round. Called by
+        ``mfs serve``'s first SIGTERM / SIGINT (:func:`mfs_core.serve.run`) and by :meth:`shutdown`.
         """
+        if self._drained:
+            return
         self.closing = True
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.shutdown_timeout
@@ -181,8 +227,18 @@ class MFSServer:
             await asyncio.sleep(0.05)
         left = [future for future in self._futures if not future.done()]
         if left:
-            logger.warning("shutting down: abandoning %d decode(s) still running", len(left))
+            logger.warning("shutting down: abandoning %d decode(s) still running after %s s", len(left),
+                           self.config.shutdown_timeout)
+            self.stopping = True
             abandon(left, "the server is shutting down")
+            settle = loop.time() + _SETTLE_SECONDS  # their clients get their error bodies
+            while self.in_flight and loop.time() < settle:
+                await asyncio.sleep(0.05)
+        self._drained = True
+
+    async def shutdown(self) -> None:
+        """:meth:`drain` (unless done), then close the backend (vLLM: its processes stop)."""
+        await self.drain()
         await asyncio.to_thread(self.engine.close)
         logger.info("shut down; backend closed")
 
@@ -254,14 +310,18 @@ class MFSServer:
             results = await self._wait(request, futures)
         except DecodeTimeoutError:
             return self._error(self._timed_out(), endpoint)
+        except _Stopped:
+            return self._error(self._shut_down(), endpoint)
         except _Disconnected:
             self.metrics.requests.labels(endpoint, "499").inc()
             return Response(status_code=499)
         except (ValueError, TypeError) as exc:
-            return self._error(RequestError(400, f"the decode failed: {exc}"), endpoint)
+            return self._error(RequestError(400, f"the decode failed: {converter_reason(exc)}"), endpoint)
         except Exception as exc:  # a backend failure: this request fails, the others go on
+            if self.stopping and isinstance(exc, CancelledError):  # stopped by the shutdown past shutdown_timeout
+                return self._error(self._shut_down(), endpoint)
             logger.warning("a decode failed: %s: %s", type(exc).__name__, exc)
-            return self._error(RequestError(500, f"the decode failed: {type(exc).__name__}: {exc}",
+            return self._error(RequestError(500, f"the decode failed: {type(exc).__name__}: {converter_reason(exc)}",
                                             kind="server_error"), endpoint)
         self.metrics.requests.labels(endpoint, "200").inc()
         return JSONResponse(self._response(call, prepared, results))
@@ -303,14 +363,20 @@ class MFSServer:
             chunks.append(chunk)
         raw = b"".join(chunks)
         try:
-            body = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise RequestError(400, f"the request body is not valid JSON: {exc}") from None
+            body = json.loads(raw, object_pairs_hook=_unique_keys, parse_constant=_no_constant, parse_float=_finite)
+        except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, or an integer of over 4300 digits
+            raise RequestError(400, f"the request body is not valid JSON: {str(exc)[:200]}") from None
         except RecursionError:
             body = None  # deeper than Python's parser goes: refused below
         if body is None and raw.strip() != b"null" or json_depth(body) > MAX_JSON_DEPTH:
             raise RequestError(400, f"the request body nests JSON deeper than {MAX_JSON_DEPTH} levels")
         return body
+
+    def _shut_down(self) -> RequestError:
+        """The 503 of a request whose decodes the shutdown stopped (past ``shutdown_timeout``)."""
+        return RequestError(503, f"the server shut down before this request's decodes finished (shutdown_timeout="
+                            f"{self.config.shutdown_timeout} s); retry on another replica", kind="service_unavailable",
+                            headers={"Retry-After": "1"})
 
     def _timed_out(self) -> RequestError:
         """The 504 of a request whose decodes outlived ``request_timeout`` (they were abandoned)."""
@@ -419,6 +485,8 @@ class MFSServer:
         waiting = asyncio.ensure_future(await_results(futures, self.config.request_timeout))  # the one wait helper
         try:
             while not (await asyncio.wait({waiting}, timeout=0.25))[0]:
+                if self.stopping:
+                    raise _Stopped
                 if await request.is_disconnected():
                     raise _Disconnected
             return waiting.result()
@@ -523,9 +591,13 @@ class MFSServer:
             yield sse("[DONE]")
         except Exception as exc:  # a failed decode: this stream ends with an error event, the others go on
             finished = True
+            if self.stopping and isinstance(exc, CancelledError):  # stopped by the shutdown past shutdown_timeout
+                yield sse(self._shut_down().body())
+                yield sse("[DONE]")
+                return
             logger.warning("a streamed decode failed: %s: %s", type(exc).__name__, exc)
             status = 400 if isinstance(exc, (ValueError, TypeError)) else 500
-            error = RequestError(status, f"the decode failed: {type(exc).__name__}: {exc}",
+            error = RequestError(status, f"the decode failed: {type(exc).__name__}: {converter_reason(exc)}",
                                  kind="invalid_request_error" if status == 400 else "server_error")
             yield sse(error.body())
             yield sse("[DONE]")

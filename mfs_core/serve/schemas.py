@@ -248,9 +248,13 @@ def _settings(base: MFSSettings, common: _Common, extras: dict[str, Any], max_co
     try:
         settings = settings_from_fields(values, base=base)
     except ValidationError as exc:
-        error = one_line(exc, MFSSettings)
+        message = str(one_line(exc, MFSSettings))
         first = exc.errors()[0].get("loc", ())
-        raise RequestError(400, str(error), param=str(first[0]) if first else None) from None
+        param = str(first[0]) if first else None
+        given = next(iter(limits), None)  # the name the client used for the token limit
+        if param == "max_answer_tokens" and given not in (None, "max_answer_tokens"):
+            message, param = message.replace("max_answer_tokens", given), given
+        raise RequestError(400, message, param=param) from None
     except ValueError as exc:
         raise RequestError(400, str(exc)) from None
     method = extras.get("method", "mfs")

@@ -45,11 +45,15 @@ ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {"type": "integer"}}
 
 @pytest.fixture(scope="module")
 def server():
-    """``mfs serve`` with the tiny search, a key (from MFS_SERVER_API_KEY) and a queue of CONCURRENT decodes."""
+    """``mfs serve`` with the tiny search, a key (from MFS_SERVER_API_KEY) and a queue of CONCURRENT decodes.
+
+    Its limits let one request ask for M = N = 8 and 12 steps, and its work budget admits such a
+    request (the killed client's), so that the queue's count is what the overload test reaches."""
     env = {"MFS_SERVER_API_KEY": KEY, "MFS_MAX_ANSWER_TOKENS": str(SEARCH["max_answer_tokens"]),
            "MFS_MAX_STEP_TOKENS": str(SEARCH["max_step_tokens"])}
     args = ["--step-beam-size", "2", "--num-rollouts", "2", "--max-steps", "3", "--queue-size", str(CONCURRENT),
-            "--max-messages", "8", "--max-body-bytes", "65536"]
+            "--max-messages", "8", "--max-body-bytes", "65536", "--limit-step-beam-size", "8",
+            "--limit-num-rollouts", "8", "--limit-max-steps", "12", "--work-budget", "100000000"]
     with serve_process(args, env) as running:
         yield running
     assert KEY not in running.log_text()  # the key is never logged
@@ -274,7 +278,7 @@ def test_64_concurrent_requests_equal_engine_decode_and_the_overflow_gets_429(se
     cpu = _cpu_seconds(server.process.pid) - cpu_before
     assert [r.status_code for r in overflow] == [429] * 8 and bad.status_code == 400
     assert all(int(r.headers["Retry-After"]) >= 1 for r in overflow)
-    assert "queue_size is 64" in overflow[0].json()["error"]["message"]
+    assert "(queue_size 64, work budget 100,000,000)" in overflow[0].json()["error"]["message"]
     futures = [engine.submit_prompts([engine.render(q)], settings=engine.settings.model_copy(update={"seed": i, **TINY}))[0]
                for i, q in enumerate(questions)]
     references = [future.result(timeout=1800) for future in futures]
@@ -393,3 +397,63 @@ def test_sigterm_lets_an_open_stream_finish_then_closes_the_backend() -> None:
         log = running.log_text()
         assert "timeout graceful shutdown exceeded" not in log
         assert log.index("shut down; backend closed") < log.index("Finished server process")
+
+
+LONG = {"step_beam_size": 8, "num_rollouts": 8, "max_steps": 12, "early_stopping": False}
+"""A search that runs far longer than the shutdown timeout below on the demo model."""
+
+
+def test_sigterm_drains_refuses_new_requests_and_ends_every_open_one_with_an_error() -> None:
+    """Issue 44 item 4: SIGTERM with decodes in flight and ``--shutdown-timeout 2``: new requests get 503 while
+    the listener is still open, each open request ends with an OpenAI error (non-streamed: a 503 body;
+    streamed: an error event and ``[DONE]``), and the process exits within the timeout plus a few seconds."""
+    import threading
+
+    import httpx
+
+    args = ["--step-beam-size", "2", "--num-rollouts", "2", "--max-steps", "3", "--shutdown-timeout", "2",
+            "--limit-step-beam-size", "8", "--limit-num-rollouts", "8", "--limit-max-steps", "12",
+            "--work-budget", "100000000"]
+    with serve_process(args) as running:
+        url = running.url + "/v1/chat/completions"
+        user = [{"role": "user", "content": QUESTION}]
+        outcome: dict[str, object] = {}
+
+        def plain() -> None:
+            outcome["plain"] = httpx.post(url, json={"messages": user, "seed": 1, **LONG}, timeout=120)
+
+        def streamed() -> None:
+            with httpx.stream("POST", url, json={"messages": user, "seed": 2, "stream": True, **LONG},
+                              timeout=120) as response:
+                outcome["stream"] = [line for line in response.iter_lines() if line]
+
+        threads = [threading.Thread(target=plain), threading.Thread(target=streamed)]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 120
+        while httpx.get(running.url + "/health", timeout=10).json()["decodes_in_flight"] < 2:
+            assert time.monotonic() < deadline, "the two long requests were not admitted within 120 s"
+            time.sleep(0.05)
+        os.kill(running.process.pid, signal.SIGTERM)
+        signalled = time.monotonic()
+        time.sleep(0.5)
+        refused = httpx.post(url, json={"messages": user}, timeout=10)  # while draining: the listener is open
+        health = httpx.get(running.url + "/health", timeout=10)
+        for thread in threads:
+            thread.join(timeout=60)
+        code = running.process.wait(timeout=60)
+        exited = time.monotonic() - signalled
+        print(f"\nSIGTERM with 2 long decodes in flight, --shutdown-timeout 2: exit after {exited:.1f} s; "
+              f"new request {refused.status_code}, non-streamed {outcome['plain'].status_code}, stream's last "
+              f"events {outcome['stream'][-2:]}")
+    assert refused.status_code == 503 and refused.headers["Retry-After"] == "1"
+    assert refused.json()["error"]["type"] == "service_unavailable"
+    assert health.status_code == 503 and health.json()["status"] == "shutting_down"
+    plain_reply = outcome["plain"]
+    assert plain_reply.status_code == 503 and plain_reply.headers["content-type"] == "application/json"
+    assert plain_reply.json()["error"]["message"] == ("the server shut down before this request's decodes finished "
+                                                      "(shutdown_timeout=2.0 s); retry on another replica")
+    events = outcome["stream"]
+    last_error = json.loads(events[-2][len("data: "):])["error"]
+    assert events[-1] == "data: [DONE]" and last_error["code"] == 503 and "shut down before" in last_error["message"]
+    assert code in (0, -signal.SIGTERM) and exited < 2 + 10

@@ -71,3 +71,17 @@ def test_a_reply_that_is_not_streamed_carries_the_searchs_reasoning(client: Test
     assert lines[1].startswith("[stop: all_finished after 1 step; answer 7 (2 of 2 paths, 100%); 16 tokens; ")
     completion = client.post("/v1/completions", json={"prompt": "What is 3 + 4?", "n": 2}, headers=AUTH).json()
     assert [c["reasoning"].splitlines()[0] for c in completion["choices"]] == [lines[0], lines[0]]
+
+
+def test_the_access_log_drops_query_strings() -> None:
+    import logging
+
+    from mfs_core.serve import QueryStringFilter
+
+    record = logging.LogRecord("uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
+                               ("127.0.0.1:5000", "GET", "/v1/models?api_key=sk-secret&x=1", "1.1", 200), None)
+    assert QueryStringFilter().filter(record)
+    assert record.getMessage() == '127.0.0.1:5000 - "GET /v1/models?<query dropped> HTTP/1.1" 200'
+    plain = logging.LogRecord("uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
+                              ("127.0.0.1:5000", "GET", "/health", "1.1", 200), None)
+    assert QueryStringFilter().filter(plain) and plain.getMessage() == '127.0.0.1:5000 - "GET /health HTTP/1.1" 200'
