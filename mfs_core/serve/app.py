@@ -44,7 +44,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from mfs_core.adapters import abandon, astream_events, await_results, settings_from_fields
+from mfs_core.adapters import abandon, astream_events, await_results, settings_from_fields, stream_chunks
 from mfs_core.decoders import decoder_spec
 from mfs_core.engine import MFSEngine
 from mfs_core.errors import DecodeTimeoutError
@@ -54,6 +54,7 @@ from mfs_core.serve.config import ServerSettings
 from mfs_core.serve.limits import Admission, RequestLimits, check_request, request_work
 from mfs_core.serve.metrics import ServerMetrics
 from mfs_core.serve.responses import choice_metadata, content_deltas, finish_reason, openai_tool_calls, sse, usage
+from mfs_core.serve.responses_api import ResponseEvents, parse_responses, response_object
 from mfs_core.serve.schemas import RequestError, ServeCall, parse_chat, parse_completion
 from mfs_core.streaming import DecodeStream, ReasoningText
 from mfs_core.tools.call import CallPlan, plan_call
@@ -178,6 +179,7 @@ class MFSServer:
         routes = [
             Route("/v1/chat/completions", self.chat, methods=["POST"]),
             Route("/v1/completions", self.completions, methods=["POST"]),
+            Route("/v1/responses", self.responses, methods=["POST"]),
             Route("/v1/models", self.models, methods=["GET"]),
             Route("/health", self.health, methods=["GET"]),
             Route("/metrics", self.metrics_page, methods=["GET"]),
@@ -189,7 +191,7 @@ class MFSServer:
         """Starlette's own refusals (an unknown route: 404, a wrong method: 405) in OpenAI's error shape."""
         if exc.status_code == 404:
             message = (f"no route {request.url.path!r} here; mfs serve answers POST /v1/chat/completions, "
-                       "POST /v1/completions, GET /v1/models, GET /health and GET /metrics")
+                       "POST /v1/completions, POST /v1/responses, GET /v1/models, GET /health and GET /metrics")
             error = RequestError(404, message, kind="not_found_error")
         else:
             error = RequestError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}",
@@ -251,6 +253,10 @@ class MFSServer:
         """``POST /v1/completions`` (each prompt rendered as ``mfs ask`` renders a question)."""
         return await self._serve(request, "completions", parse_completion)
 
+    async def responses(self, request: Request) -> Response:
+        """``POST /v1/responses``: a chat call answered in the Responses API's shape (:mod:`~mfs_core.serve.responses_api`)."""
+        return await self._serve(request, "responses", parse_responses)
+
     async def models(self, request: Request) -> Response:
         """``GET /v1/models``: the one model served, with its context window."""
         try:
@@ -304,7 +310,9 @@ class MFSServer:
             return self._error(exc, endpoint)
         if call.stream:
             self.metrics.requests.labels(endpoint, "200").inc()
-            return StreamingResponse(self._stream(call, prepared, stream, futures), media_type="text/event-stream",
+            events = (self._stream_response(call, prepared, stream, futures) if call.endpoint == "responses"
+                      else self._stream(call, prepared, stream, futures))
+            return StreamingResponse(events, media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         try:
             results = await self._wait(request, futures)
@@ -372,6 +380,19 @@ class MFSServer:
             raise RequestError(400, f"the request body nests JSON deeper than {MAX_JSON_DEPTH} levels")
         return body
 
+    def _stream_failure(self, exc: Exception) -> RequestError:
+        """The error a stream ends with: past ``request_timeout`` (504), stopped by the shutdown (503), a
+        decode that failed on its input (400) or in the backend (500)."""
+        if isinstance(exc, DecodeTimeoutError):
+            self.metrics.rejected.labels("timeout").inc()
+            return self._timed_out()
+        if self.stopping and isinstance(exc, CancelledError):  # stopped by the shutdown past shutdown_timeout
+            return self._shut_down()
+        logger.warning("a streamed decode failed: %s: %s", type(exc).__name__, exc)
+        status = 400 if isinstance(exc, (ValueError, TypeError)) else 500
+        return RequestError(status, f"the decode failed: {type(exc).__name__}: {converter_reason(exc)}",
+                            kind="invalid_request_error" if status == 400 else "server_error")
+
     def _shut_down(self) -> RequestError:
         """The 503 of a request whose decodes the shutdown stopped (past ``shutdown_timeout``)."""
         return RequestError(503, f"the server shut down before this request's decodes finished (shutdown_timeout="
@@ -399,7 +420,7 @@ class MFSServer:
         """
         engine, settings = self.engine, call.settings
         try:
-            if call.endpoint == "chat":
+            if call.endpoint in ("chat", "responses"):
                 plan = plan_call(
                     engine.backend, settings.tool_call_parser, tools=call.tools, tool_choice=call.tool_choice,
                     response_format=call.response_format, constrain_tool_names=settings.constrain_tool_names,
@@ -509,7 +530,14 @@ class MFSServer:
         return counts
 
     def _response(self, call: ServeCall, prepared: _Prepared, results: list[DecodeResult]) -> dict[str, Any]:
-        """The chat completion or text completion object of a finished, non-streamed call."""
+        """The chat completion, text completion or Response object of a finished, non-streamed call."""
+        if call.endpoint == "responses":
+            (result,) = results
+            text, parsed = self._reply(call, prepared, result)
+            reasoning = prepared.reasoning[0].text if prepared.reasoning else ""
+            counts = self._account(results, prepared.prompt_tokens, self._count(text))
+            return response_object(call, self.served, reasoning, text, parsed, counts,
+                                   choice_metadata(result, parsed, call.return_trace))
         choices, answer_tokens = [], 0
         for index, result in enumerate(results):
             text, parsed = self._reply(call, prepared, result)
@@ -532,6 +560,11 @@ class MFSServer:
         prefix = "chatcmpl" if call.endpoint == "chat" else "cmpl"
         return {"id": f"{prefix}-{uuid.uuid4().hex}", "object": kind, "created": int(time.time()), "model": self.served,
                 "choices": choices, "usage": self._account(results, prepared.prompt_tokens, answer_tokens)}
+
+    def _stream_response(self, call: ServeCall, prepared: _Prepared, stream: DecodeStream,
+                         futures: list[Future]) -> AsyncIterator[bytes]:
+        """The events of a streamed ``/v1/responses`` call (:func:`_responses_stream_body`)."""
+        return _responses_stream_body(self, call, prepared, stream)
 
     async def _stream(self, call: ServeCall, prepared: _Prepared, stream: DecodeStream,
                       futures: list[Future]) -> AsyncIterator[bytes]:
@@ -584,26 +617,43 @@ class MFSServer:
             if call.include_usage:
                 yield sse({**head, "choices": [], "usage": counts})
             yield sse("[DONE]")
-        except DecodeTimeoutError:
-            finished = True
-            self.metrics.rejected.labels("timeout").inc()
-            yield sse(self._timed_out().body())
-            yield sse("[DONE]")
         except Exception as exc:  # a failed decode: this stream ends with an error event, the others go on
             finished = True
-            if self.stopping and isinstance(exc, CancelledError):  # stopped by the shutdown past shutdown_timeout
-                yield sse(self._shut_down().body())
-                yield sse("[DONE]")
-                return
-            logger.warning("a streamed decode failed: %s: %s", type(exc).__name__, exc)
-            status = 400 if isinstance(exc, (ValueError, TypeError)) else 500
-            error = RequestError(status, f"the decode failed: {type(exc).__name__}: {converter_reason(exc)}",
-                                 kind="invalid_request_error" if status == 400 else "server_error")
-            yield sse(error.body())
+            yield sse(self._stream_failure(exc).body())
             yield sse("[DONE]")
         finally:
             if not finished:
                 stream.abandon("the client disconnected")
+
+
+async def _responses_stream_body(server: MFSServer, call: ServeCall, prepared: _Prepared, stream: DecodeStream
+                                 ) -> AsyncIterator[bytes]:
+    """The Responses API's events of a streamed ``/v1/responses`` call (one decode; see
+    :class:`~mfs_core.serve.responses_api.ResponseEvents`). A failure ends it with ``response.failed``;
+    closing it early abandons the decode."""
+    events = ResponseEvents(call, server.served)
+    writer = ReasoningText()
+    finished = False
+    try:
+        for event in events.start():
+            yield sse(event)
+        async for decode_event in astream_events(stream, server.config.request_timeout):
+            for event in events.reasoning(writer.delta(decode_event)):
+                yield sse(event)
+            if isinstance(decode_event, StopEvent):
+                result = decode_event.result
+                text, parsed = server._reply(call, prepared, result)
+                for event in events.answer(text, parsed, list(stream_chunks(text))):
+                    yield sse(event)
+                counts = server._account([result], prepared.prompt_tokens, server._count(text))
+                finished = True
+                yield sse(events.completed(counts, choice_metadata(result, parsed, call.return_trace)))
+    except Exception as exc:  # a failed decode: the stream ends with response.failed
+        finished = True
+        yield sse(events.failed(server._stream_failure(exc)))
+    finally:
+        if not finished:
+            stream.abandon("the client disconnected")
 
 
 def _relabel(put: Callable[[DecodeEvent], None], index: int) -> Callable[[DecodeEvent], None]:

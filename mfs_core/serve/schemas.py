@@ -142,7 +142,7 @@ class ServeCall:
     """One checked request: what to decode and how to answer.
 
     Attributes:
-        endpoint: ``"chat"`` or ``"completions"``.
+        endpoint: ``"chat"``, ``"completions"`` or ``"responses"`` (a chat call answered as a Response).
         settings: the server's settings changed by the request's fields.
         method: the registered decoder.
         n: choices per prompt (choice i decodes with seed ``settings.seed + i``).
@@ -155,7 +155,7 @@ class ServeCall:
         tools / tool_choice / response_format: the chat call's tools and structured output.
     """
 
-    endpoint: Literal["chat", "completions"]
+    endpoint: Literal["chat", "completions", "responses"]
     settings: MFSSettings
     method: str = "mfs"
     n: int = 1
@@ -325,7 +325,8 @@ def _response_format(value: dict[str, Any] | None) -> ResponseFormat | None:
     raise RequestError(400, msg, param="response_format")
 
 
-def parse_chat(body: Any, base: MFSSettings, *, served: str, max_n: int, max_messages: int) -> ServeCall:
+def parse_chat(body: Any, base: MFSSettings, *, served: str, max_n: int, max_messages: int,
+               where: str = "/v1/chat/completions") -> ServeCall:
     """Check a ``/v1/chat/completions`` body; the call it asks for.
 
     Args:
@@ -334,11 +335,12 @@ def parse_chat(body: Any, base: MFSSettings, *, served: str, max_n: int, max_mes
         served: the model name the server serves (a request naming another gets 404).
         max_n: most choices per request.
         max_messages: most messages per request.
+        where: the endpoint named in messages (``/v1/responses`` reuses this check on the body it
+            translates, :mod:`mfs_core.serve.responses_api`).
 
     Raises:
         RequestError: an unknown field, a value out of range, an unsupported feature.
     """
-    where = "/v1/chat/completions"
     openai, extras = _split(body, _ChatBody, where)
     if openai.get("messages") == []:
         raise RequestError(400, "messages must hold at least one message, got []", param="messages")
