@@ -30,7 +30,7 @@ from mfs_core.engine import MFSEngine
 from mfs_core.events import StopEvent
 from mfs_core.settings import MFSSettings
 from mfs_core.streaming import ReasoningText
-from mfs_core.tools.call import CallPlan, ResponseFormat, plan_call
+from mfs_core.tools.call import CallPlan, ResponseFormat, plan_call, prepare_call
 from mfs_core.types import DecodeResult
 
 __all__ = ["ChatMFS", "to_chat_dicts"]
@@ -228,24 +228,22 @@ class ChatMFS(MFSParams, BaseChatModel):
 
     def _plan(self, engine: MFSEngine, settings: MFSSettings, call: ToolKwargs) -> CallPlan:
         """The call's plan (:func:`mfs_core.tools.call.plan_call`) on ``engine``'s model."""
-        return plan_call(
-            engine.backend, settings.tool_call_parser, tools=call.tools, tool_choice=call.tool_choice,
-            response_format=call.response_format, constrain_tool_names=settings.constrain_tool_names,
-            constrain_actions=settings.constrain_actions, action_tokens=settings.max_answer_tokens,
-        )
+        return plan_call(engine.backend, settings, tools=call.tools, tool_choice=call.tool_choice,
+                         response_format=call.response_format)
 
-    def _run(self, messages: Sequence[BaseMessage], kwargs: dict[str, Any]) -> tuple[Any, Any, dict[str, CallPlan]]:
+    def _run(self, messages: Sequence[BaseMessage], kwargs: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         """The build and vote callbacks of :meth:`_decode` for one call, and where the plan lands."""
         call = pop_tool_kwargs(kwargs)
-        holder: dict[str, CallPlan] = {}
+        holder: dict[str, Any] = {}  # the call's plan and vote key, set when the engine is known
 
         def build(engine: MFSEngine, settings: MFSSettings) -> list[str]:
-            plan = holder["plan"] = self._plan(engine, settings, call)
-            return [plan.render(engine, settings, to_chat_dicts(messages))]
+            prepared = prepare_call(engine, settings, to_chat_dicts(messages), tools=call.tools,
+                                    tool_choice=call.tool_choice, response_format=call.response_format)
+            holder["plan"], holder["key"] = prepared.plan, prepared.answer_key
+            return [prepared.prompt]
 
         def vote() -> Any:
-            plan = holder["plan"]
-            return plan.vote if plan.uses_actions else None
+            return holder["key"]
 
         return build, vote, holder
 

@@ -270,11 +270,8 @@ class MFSLLM(MFSFields):
         response_format = kwargs.get("response_format")
         if isinstance(response_format, dict):
             response_format = ResponseFormat(response_format["type"], response_format.get("schema"))
-        plan = plan_call(
-            engine.backend, settings.tool_call_parser, tools=kwargs.get("tools"), tool_choice=kwargs.get("tool_choice"),
-            response_format=response_format, constrain_tool_names=settings.constrain_tool_names,
-            constrain_actions=settings.constrain_actions, action_tokens=settings.max_answer_tokens,
-        )
+        plan = plan_call(engine.backend, settings, tools=kwargs.get("tools"), tool_choice=kwargs.get("tool_choice"),
+                         response_format=response_format)
         rendered = render(engine, settings, plan)
         logger.debug("decoding with %s: M=%d N=%d seed=%d", self.method, settings.step_beam_size,
                      settings.num_rollouts, settings.seed)

@@ -99,12 +99,11 @@ def run_actions(engine: Any, settings: MFSSettings, kind: Kind, *, constrained: 
         ValueError: an unknown ``kind`` or ``count`` < 1.
     """
     if kind == FORCED_CALL:
-        plan = plan_call(engine.backend, settings.tool_call_parser, tools=TOOLS, tool_choice="required",
-                         constrain_actions=constrained, action_tokens=settings.max_answer_tokens)
+        plan = plan_call(engine.backend, settings.model_copy(update={"constrain_actions": constrained}), tools=TOOLS,
+                         tool_choice="required")
     elif kind == STRUCTURED_OUTPUT:
-        plan = plan_call(engine.backend, settings.tool_call_parser,
-                         response_format=ResponseFormat("json_schema", VALUE_SCHEMA),
-                         constrain_actions=constrained, action_tokens=settings.max_answer_tokens)
+        plan = plan_call(engine.backend, settings.model_copy(update={"constrain_actions": constrained}),
+                         response_format=ResponseFormat("json_schema", VALUE_SCHEMA))
     else:
         msg = f"kind must be {FORCED_CALL!r} or {STRUCTURED_OUTPUT!r}, got {kind!r}"
         raise ValueError(msg)

@@ -143,9 +143,7 @@ def run(engine: Any, questions: Sequence[ToolQuestion], settings: Any,
     from mfs_core.tools import ActionVote
     from mfs_core.tools.call import plan_call
 
-    plan = plan_call(engine.backend, settings.tool_call_parser, tools=TOOLS, tool_choice=tool_choice,
-                     constrain_tool_names=settings.constrain_tool_names, constrain_actions=settings.constrain_actions,
-                     action_tokens=settings.max_answer_tokens)
+    plan = plan_call(engine.backend, settings, tools=TOOLS, tool_choice=tool_choice)
     prompts = [plan.render(engine, settings, [{"role": "user", "content": q.question}]) for q in questions]
     single = settings.model_copy(update={"step_beam_size": 1})
     # the same constraints, the plain answer vote (no request: the vote reads the extracted answer)

@@ -57,7 +57,7 @@ from mfs_core.serve.responses import choice_metadata, content_deltas, finish_rea
 from mfs_core.serve.responses_api import ResponseEvents, parse_responses, response_object
 from mfs_core.serve.schemas import RequestError, ServeCall, parse_chat, parse_completion
 from mfs_core.streaming import DecodeStream, ReasoningText
-from mfs_core.tools.call import CallPlan, plan_call
+from mfs_core.tools.call import CallPlan, prepare_call
 from mfs_core.tools.parsers import ParsedOutput
 from mfs_core.types import DecodeResult
 
@@ -421,13 +421,9 @@ class MFSServer:
         engine, settings = self.engine, call.settings
         try:
             if call.endpoint in ("chat", "responses"):
-                plan = plan_call(
-                    engine.backend, settings.tool_call_parser, tools=call.tools, tool_choice=call.tool_choice,
-                    response_format=call.response_format, constrain_tool_names=settings.constrain_tool_names,
-                    constrain_actions=settings.constrain_actions, action_tokens=settings.max_answer_tokens,
-                )
-                prompts = [plan.render(engine, settings, call.messages)]
-                key = plan.vote if plan.uses_actions else None
+                chat = prepare_call(engine, settings, call.messages, tools=call.tools, tool_choice=call.tool_choice,
+                                    response_format=call.response_format)
+                plan, prompts, key = chat.plan, [chat.prompt], chat.answer_key
             else:
                 plan, key = None, None
                 prompts = [engine.render(prompt, settings) for prompt in call.prompts]

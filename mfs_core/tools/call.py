@@ -1,7 +1,8 @@
 """One chat call with tools or structured output, as both adapters make it.
 
-:func:`plan_call` checks the call's tools, tool choice and response format against the
-model once; the :class:`CallPlan` then renders the prompt (tools through the template, a
+:func:`prepare_call` is the one way in for a chat call, used by LangChain, LlamaIndex and
+``mfs serve``: :func:`plan_call` checks the call's tools, tool choice and response format against the
+model once (reading the call's settings); the :class:`CallPlan` then renders the prompt (tools through the template, a
 JSON instruction for structured output), gives the decode its vote key
 (:class:`~mfs_core.tools.actions.ActionVote`) and parses the chosen completion.
 """
@@ -19,7 +20,7 @@ from mfs_core.tools.parsers import ParsedOutput
 from mfs_core.tools.rendering import ToolsNotSupportedError, check_tools, renders_tools, resolve_parser
 from mfs_core.tools.structured import add_system_instruction, json_instruction
 
-__all__ = ["CallPlan", "ResponseFormat", "apply_stop", "plan_call"]
+__all__ = ["CallPlan", "PreparedCall", "ResponseFormat", "apply_stop", "plan_call", "prepare_call"]
 
 
 @dataclass(frozen=True)
@@ -123,36 +124,33 @@ class CallPlan:
 
 def plan_call(
     backend: Any,
-    tool_call_parser: str,
+    settings: Any,
     *,
     tools: Sequence[dict[str, Any]] | None = None,
     tool_choice: Any = None,
     response_format: ResponseFormat | None = None,
-    constrain_tool_names: bool = True,
-    constrain_actions: bool = False,
-    action_tokens: int = 512,
 ) -> CallPlan:
     """Check a call's tools, choice and format against the model; the :class:`CallPlan`.
 
     Args:
         backend: the model (its chat template decides whether tools can be rendered and,
             for ``tool_call_parser="auto"``, the parser).
-        tool_call_parser: the ``tool_call_parser`` setting.
+        settings: the call's :class:`~mfs_core.settings.MFSSettings`; read here:
+            ``tool_call_parser``; ``constrain_tool_names`` (keep the names of the calls the model
+            writes to the tools shown, :meth:`~mfs_core.tools.actions.ToolRequest.name_choice`);
+            ``constrain_actions`` (sample calls, Hermes format, and structured output under a
+            grammar from their JSON schema, :mod:`mfs_core.grammar`; it supersedes the name
+            constraint); ``max_answer_tokens`` (the token budget of one action).
         tools: OpenAI-format function tools (:func:`~mfs_core.tools.rendering.check_tools`).
         tool_choice: see :func:`~mfs_core.tools.actions.normalise_tool_choice`.
         response_format: structured output through the prompt.
-        constrain_tool_names: keep the names of the calls the model writes to the tools
-            shown (:meth:`~mfs_core.tools.actions.ToolRequest.name_choice`; the
-            ``constrain_tool_names`` setting).
-        constrain_actions: sample calls (Hermes format) and structured output under a
-            grammar from their JSON schema (:mod:`mfs_core.grammar`; the
-            ``constrain_actions`` setting); it supersedes the name constraint.
-        action_tokens: token budget of one action (the ``max_answer_tokens`` setting).
 
     Raises:
         ToolsNotSupportedError: tools to render but the template does not render tools.
         ValueError / TypeError: a malformed tool, a repeated name, a bad ``tool_choice``.
     """
+    tool_call_parser, constrain_actions = settings.tool_call_parser, settings.constrain_actions
+    constrain_tool_names, action_tokens = settings.constrain_tool_names, settings.max_answer_tokens
     request = None
     if tools:
         checked = check_tools(tools)
@@ -176,6 +174,49 @@ def plan_call(
     vote = ActionVote(parser, request, json_answers=response_format is not None, opening=opening,
                       triggered_choice=name_choice, action_grammar=grammar)
     return CallPlan(request=request, vote=vote, response_format=response_format)
+
+
+@dataclass(frozen=True)
+class PreparedCall:
+    """A chat call ready to decode: its plan, its rendered prompt and the decode's vote key.
+
+    Attributes:
+        plan: the :class:`CallPlan` (it parses and finishes the chosen completion: :meth:`CallPlan.reply`).
+        prompt: the rendered model prompt (template, tools, JSON instruction, forced opening).
+        answer_key: what the decode votes by: the plan's :class:`~mfs_core.tools.actions.ActionVote`
+            when the call has tools or structured output, else None (the extracted answer).
+    """
+
+    plan: CallPlan
+    prompt: str
+    answer_key: ActionVote | None
+
+
+def prepare_call(
+    engine: Any,
+    settings: Any,
+    messages: Sequence[dict[str, Any]],
+    *,
+    tools: Sequence[dict[str, Any]] | None = None,
+    tool_choice: Any = None,
+    response_format: ResponseFormat | None = None,
+) -> PreparedCall:
+    """The one way in for a chat call, the LangChain and LlamaIndex models' and ``mfs serve``'s alike:
+    :func:`plan_call` on ``engine``'s model, then the prompt (:meth:`CallPlan.render`) and the vote key.
+    The call is finished by the plan (:meth:`CallPlan.reply`: the message text and its parsed calls).
+
+    Args:
+        engine: the :class:`~mfs_core.engine.MFSEngine` that decodes the call.
+        settings: the call's settings (:func:`plan_call` reads them).
+        messages: neutral chat messages (``{"role", "content", ...}``).
+        tools, tool_choice, response_format: as :func:`plan_call`.
+
+    Raises:
+        As :func:`plan_call`, and ContextWindowError: the prompt does not fit the model's window.
+    """
+    plan = plan_call(engine.backend, settings, tools=tools, tool_choice=tool_choice, response_format=response_format)
+    prompt = plan.render(engine, settings, messages)
+    return PreparedCall(plan, prompt, plan.vote if plan.uses_actions else None)
 
 
 def apply_stop(text: str, stop: Sequence[str] | None) -> str:

@@ -36,8 +36,8 @@ def _schemas() -> dict[str, dict]:
 
 def test_fifty_forced_calls_all_validate(engine: MFSEngine) -> None:
     settings = engine.settings
-    plan = plan_call(engine.backend, settings.tool_call_parser, tools=TOOLS, tool_choice="required",
-                     constrain_actions=True, action_tokens=settings.max_answer_tokens)
+    plan = plan_call(engine.backend, settings.model_copy(update={"constrain_actions": True}), tools=TOOLS,
+                     tool_choice="required")
     questions = generate_questions(50, 0)
     prompts = [plan.render(engine, settings, [{"role": "user", "content": q.question}]) for q in questions]
     results = engine.decode_prompts(prompts, answer_key=plan.vote)
@@ -54,8 +54,8 @@ def test_fifty_forced_calls_all_validate(engine: MFSEngine) -> None:
 
 def test_fifty_structured_outputs_all_validate(engine: MFSEngine) -> None:
     settings = engine.settings
-    plan = plan_call(engine.backend, settings.tool_call_parser, response_format=ResponseFormat("json_schema", ANSWER_SCHEMA),
-                     constrain_actions=True, action_tokens=settings.max_answer_tokens)
+    plan = plan_call(engine.backend, settings.model_copy(update={"constrain_actions": True}),
+                     response_format=ResponseFormat("json_schema", ANSWER_SCHEMA))
     questions = [q.question for q in generate_questions(50, 1)]
     prompts = [plan.render(engine, settings, [{"role": "user", "content": q}]) for q in questions]
     results = engine.decode_prompts(prompts, answer_key=plan.vote)
@@ -78,8 +78,8 @@ def test_the_log_probs_under_the_grammar_are_the_models_raw_ones(engine: MFSEngi
     from mfs_core.types import GenerationRequest
 
     settings = engine.settings
-    plan = plan_call(engine.backend, settings.tool_call_parser, response_format=ResponseFormat("json_schema", ANSWER_SCHEMA),
-                     constrain_actions=True, action_tokens=settings.max_answer_tokens)
+    plan = plan_call(engine.backend, settings.model_copy(update={"constrain_actions": True}),
+                     response_format=ResponseFormat("json_schema", ANSWER_SCHEMA))
     prompt = plan.render(engine, settings, [{"role": "user", "content": QUESTION}])
     grammar = plan.vote.action_grammar.request_grammar("")
     backend = engine.backend

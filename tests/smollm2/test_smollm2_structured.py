@@ -88,8 +88,8 @@ def test_fifty_structured_outputs_validate(smollm2_engine: Any) -> None:
         pytest.skip(f"the benchmark sets are not beside the project ({data_dir})")
     schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
     settings = smollm2_engine.settings.model_copy(update=STRUCTURED)
-    plan = plan_call(smollm2_engine.backend, settings.tool_call_parser, response_format=ResponseFormat("json_schema", schema),
-                     constrain_actions=True, action_tokens=settings.max_answer_tokens)
+    plan = plan_call(smollm2_engine.backend, settings.model_copy(update={"constrain_actions": True}),
+                     response_format=ResponseFormat("json_schema", schema))
     questions = [example.question for example in load_dataset("gsm8k", data_dir=data_dir, limit=50).examples]
     prompts = [plan.render(smollm2_engine, settings, [{"role": "user", "content": q}]) for q in questions]
     results = smollm2_engine.decode_prompts(prompts, settings=settings, answer_key=plan.vote)

@@ -192,6 +192,8 @@ def test_plan_call_constrains_names_unless_switched_off() -> None:
 
     backend = ScriptedBackend(three_paths, chat_template=hermes_template)
     tools = [ADD, MUL]
-    assert plan_call(backend, "hermes", tools=tools).vote.triggered_choice == TOOLS.name_choice("hermes")
-    assert plan_call(backend, "hermes", tools=tools, constrain_tool_names=False).vote.triggered_choice is None
-    assert plan_call(backend, "hermes").vote.triggered_choice is None  # no tools
+    names = MFSSettings(tool_call_parser="hermes", constrain_actions=False)  # plan_call reads the call's settings
+    assert plan_call(backend, names, tools=tools).vote.triggered_choice == TOOLS.name_choice("hermes")
+    free = names.model_copy(update={"constrain_tool_names": False})
+    assert plan_call(backend, free, tools=tools).vote.triggered_choice is None
+    assert plan_call(backend, names).vote.triggered_choice is None  # no tools
