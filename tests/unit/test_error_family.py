@@ -14,7 +14,7 @@ import mfs_core
 from mfs_core import MFSError
 
 PACKAGES = ("mfs_core", "langchain_mfs", "llamaindex_mfs")
-SKIP = {"mfs_core.serve.app": "_Disconnected"}  # private control flow between two functions, never raised to a caller
+SKIP = {"mfs_core.serve.app": {"_Disconnected", "_Stopped"}}  # private control flow inside the server, never raised to a caller
 
 
 def _library_exceptions() -> dict[str, type[BaseException]]:
@@ -27,7 +27,7 @@ def _library_exceptions() -> dict[str, type[BaseException]]:
             module = importlib.import_module(info.name)
             for name, value in vars(module).items():
                 if (inspect.isclass(value) and issubclass(value, BaseException) and not issubclass(value, Warning)
-                        and value.__module__ == info.name and SKIP.get(info.name) != name):
+                        and value.__module__ == info.name and name not in SKIP.get(info.name, ())):
                     found[f"{info.name}.{name}"] = value
     return found
 
