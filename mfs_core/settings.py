@@ -108,6 +108,21 @@ class MFSSettings(BaseSettings):
             raise one_line(exc, cls) from None
         return settings
 
+    def changed(self, **changes: Any) -> MFSSettings:
+        """These settings with ``changes``: the one way the library changes settings.
+
+        Validated as the constructor validates (ranges, cross-field rules), and like
+        :meth:`from_values` it reads no environment and no ``.env`` (a decode never reads a file).
+        No changes: ``self``.
+
+        Raises:
+            TypeError: a name that is no setting (one line, naming the closest setting).
+            pydantic.ValidationError: a value out of range (one line naming field and value).
+        """
+        if not changes:
+            return self
+        return type(self).from_values({**self.model_dump(), **changes})
+
     # --- model and backend -------------------------------------------------------------
     model: str = Field(
         default=DEMO_MODEL,

@@ -99,10 +99,10 @@ def run_actions(engine: Any, settings: MFSSettings, kind: Kind, *, constrained: 
         ValueError: an unknown ``kind`` or ``count`` < 1.
     """
     if kind == FORCED_CALL:
-        plan = plan_call(engine.backend, settings.model_copy(update={"constrain_actions": constrained}), tools=TOOLS,
+        plan = plan_call(engine.backend, settings.changed(constrain_actions=constrained), tools=TOOLS,
                          tool_choice="required")
     elif kind == STRUCTURED_OUTPUT:
-        plan = plan_call(engine.backend, settings.model_copy(update={"constrain_actions": constrained}),
+        plan = plan_call(engine.backend, settings.changed(constrain_actions=constrained),
                          response_format=ResponseFormat("json_schema", VALUE_SCHEMA))
     else:
         msg = f"kind must be {FORCED_CALL!r} or {STRUCTURED_OUTPUT!r}, got {kind!r}"

@@ -94,7 +94,7 @@ def method_settings(base: MFSSettings, method: BenchMethod, sc_k: int | None = N
     overrides = dict(method.overrides)
     if method.decoder in SC_DECODERS and sc_k is not None:
         overrides["step_beam_size"] = sc_k
-    return MFSSettings(**{**base.model_dump(), **overrides}) if overrides else base
+    return base.changed(**overrides)
 
 
 def score_result(
@@ -279,7 +279,7 @@ def run_bench(
     done_pairs = {(r["method"], r["index"]) for r in records}
     if warmup and any((m.label, ex.index) not in done_pairs for m in methods for ex in dataset.examples):
         # One short untimed decode first, so one-time costs (allocation, kernels) land on no method.
-        short = MFSSettings(**{**base.model_dump(), "max_answer_tokens": 8})
+        short = base.changed(max_answer_tokens=8)
         engine.decode_prompts([prompts[dataset.examples[0].index]], settings=short, method="cot")
     with records_path.open("a", encoding="utf-8") as sink:
         for method in ordered:

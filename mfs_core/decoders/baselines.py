@@ -12,7 +12,6 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 
 from mfs_core.answers import AnswerExtractor
 from mfs_core.decoders.common import Decoder, TokenTally, ask_for_answers, decode_rng, finish_result, request_seed
@@ -109,7 +108,7 @@ def decode_sc_rollout_temperature(
         The :class:`DecodeResult`, ``stop_reason="sampled"``, ``method="sc-rollout-temperature"``.
     """
     result: DecodeResult = yield from decode_self_consistency(
-        prompt, settings.model_copy(update={"temperature": settings.rollout_sampling_temperature}), answer_key)
+        prompt, settings.changed(temperature=settings.rollout_sampling_temperature), answer_key)
     return dataclasses.replace(result, method="sc-rollout-temperature")
 
 
@@ -140,7 +139,7 @@ def with_overrides(
         raise ValueError(msg)
 
     def decode(prompt: str, settings: MFSSettings, **kwargs: Any) -> Decoder:
-        changed = MFSSettings(**{**settings.model_dump(), **overrides})
+        changed = settings.changed(**overrides)  # validated, no .env read per decode
         result: DecodeResult = yield from factory(prompt, changed, **kwargs)
         return dataclasses.replace(result, method=method)
 

@@ -84,7 +84,7 @@ class DecoderSpec:
         foresight rollouts of at most ``max_answer_tokens``, then M completions; the voting
         baselines: their most samples times ``max_answer_tokens``.
         """
-        changed = settings.model_copy(update=dict(self.overrides)) if self.overrides else settings
+        changed = settings.changed(**self.overrides)
         work = self.work if self.work is not None else search_tokens
         return int(work(changed))
 

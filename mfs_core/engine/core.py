@@ -61,7 +61,7 @@ class MFSEngine:
         """
         base = settings if settings is not None else MFSSettings()
         if overrides:
-            base = MFSSettings(**{**base.model_dump(), **overrides})
+            base = base.changed(**overrides)
         with registry.LOCK:  # the engine counts itself in before a close elsewhere can end the scheduler
             scheduler = registry.shared_scheduler(base)
             return cls(scheduler.backend, base, _scheduler=scheduler)
@@ -107,7 +107,7 @@ class MFSEngine:
 
     def with_settings(self, **overrides: Any) -> MFSEngine:
         """A new engine on the same backend and scheduler with some settings changed."""
-        settings = MFSSettings(**{**self.settings.model_dump(), **overrides})
+        settings = self.settings.changed(**overrides)
         return MFSEngine(self.backend, settings, _scheduler=self._scheduler)
 
     def render(self, question: str, settings: MFSSettings | None = None) -> str:

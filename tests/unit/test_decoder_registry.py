@@ -73,3 +73,24 @@ def test_the_bench_sets_k_only_for_self_consistency() -> None:
     base = MFSSettings(step_beam_size=4)
     assert method_settings(base, BenchMethod(label="sc", decoder="sc"), 16).step_beam_size == 16
     assert method_settings(base, BenchMethod(label="esc", decoder="esc"), 16).step_beam_size == 4
+
+
+def test_settings_change_one_way_validated_and_without_reading_the_environment(monkeypatch) -> None:
+    """``MFSSettings.changed`` (issue 45 item 2): what the engine, the variants and the bench change settings
+    with; pydantic-settings' sources (environment, ``.env``) are never consulted, ranges still are."""
+    base = MFSSettings(step_beam_size=2)
+
+    def no_sources(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("settings sources read during a change")
+
+    monkeypatch.setattr(MFSSettings, "_settings_build_values", no_sources)
+    changed = base.changed(seed=3, early_stopping=False)
+    assert (changed.seed, changed.early_stopping, changed.step_beam_size) == (3, False, 2) and base.seed == 0
+    assert base.changed() is base
+    with pytest.raises(ValueError, match="step_beam_size"):
+        base.changed(step_beam_size=0)
+    with pytest.raises(TypeError, match="step_beam"):
+        base.changed(step_beam=3)
+    (result,) = MFSEngine(synthetic_model(), SETTINGS).decode(["Tom has 3 apples. He buys 4 more. How many now?"],
+                                                             method="mfs-no-stop")  # the variant changes settings
+    assert result.method == "mfs-no-stop"
