@@ -13,13 +13,13 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index.core.base.llms.types import ChatMessage, TextBlock, ThinkingBlock, ToolCallBlock
+from llama_index.core.base.llms.types import ChatMessage, ChatResponse, TextBlock, ThinkingBlock, ToolCallBlock
 from llama_index.core.llms.llm import ToolSelection
 
 from mfs_core.adapters import chat_message
 from mfs_core.tools.parsers import ParsedOutput
 
-__all__ = ["message_dict", "response_blocks", "tool_selections"]
+__all__ = ["ToolResponses", "message_dict", "response_blocks", "tool_selections"]
 
 
 def _openai_calls(raw: Any) -> list[dict[str, Any]]:
@@ -118,3 +118,35 @@ def first_call_only(message: ChatMessage) -> ChatMessage:
 def to_tool_specs(tools: Sequence[Any]) -> list[dict[str, Any]]:
     """LlamaIndex tools as OpenAI-format function tools (``ToolMetadata.to_openai_tool``)."""
     return [tool.metadata.to_openai_tool(skip_length_check=True) for tool in tools]
+
+
+class ToolResponses:
+    """``FunctionCallingLLM``'s reading of a tool-calling reply, for :class:`~llamaindex_mfs.MFSLLM` (a mixin):
+    the first call only unless parallel calls are allowed, and the ``ToolSelection`` s of a reply."""
+
+    def _validate_chat_with_tools_response(
+        self, response: ChatResponse, tools: Sequence[Any], allow_parallel_tool_calls: bool = False, **kwargs: Any
+    ) -> ChatResponse:
+        """Keep only the first tool call unless ``allow_parallel_tool_calls``."""
+        if not allow_parallel_tool_calls:
+            response.message = first_call_only(response.message)
+        return response
+
+    def get_tool_calls_from_response(
+        self, response: ChatResponse, error_on_no_tool_call: bool = True, **kwargs: Any
+    ) -> list[ToolSelection]:
+        """The ``ToolSelection`` of each tool call of ``response`` (from its ``ToolCallBlock`` s).
+
+        Malformed calls are not selections; they are in
+        ``response.message.additional_kwargs["invalid_tool_calls"]``.
+
+        Raises:
+            ValueError: no tool call and ``error_on_no_tool_call`` (the message quotes any
+                invalid calls).
+        """
+        selections = tool_selections(response.message)
+        if not selections and error_on_no_tool_call:
+            invalid = response.message.additional_kwargs.get("invalid_tool_calls", [])
+            msg = f"expected at least one tool call, got 0 (invalid calls: {[(c['name'], c['error']) for c in invalid]})"
+            raise ValueError(msg)
+        return selections

@@ -50,13 +50,12 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.bridge.pydantic import PrivateAttr, ValidationError
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
-from llama_index.core.llms.llm import ToolSelection
 from llama_index.core.types import PydanticProgramMode
 from pydantic import BaseModel
 
 from llamaindex_mfs._fields import SETTING_NAMES, MFSFields
 from llamaindex_mfs._responses import chat_chunks, chat_response, completion, completion_chunks, thinking_chunk
-from llamaindex_mfs._tools import first_call_only, message_dict, to_tool_specs, tool_selections
+from llamaindex_mfs._tools import ToolResponses, message_dict, to_tool_specs
 from llamaindex_mfs.events import to_instrumentation_event
 from mfs_core.adapters import (
     OwnedEngines,
@@ -93,7 +92,7 @@ _TOOL_KEYS = frozenset({"tools", "tool_choice", "response_format"})
 
 
 
-class MFSLLM(MFSFields):
+class MFSLLM(ToolResponses, MFSFields):
     """A LlamaIndex LLM that answers with Martingale Foresight Sampling.
 
     Every :class:`~mfs_core.MFSSettings` field is mirrored as an optional field; a field
@@ -452,33 +451,6 @@ class MFSLLM(MFSFields):
         if not self._renders_tools:
             raise ToolsNotSupportedError(self.engine.backend.model_name)
         return await super().apredict_and_call(tools, *args, **kwargs)
-
-    def _validate_chat_with_tools_response(
-        self, response: ChatResponse, tools: Sequence[Any], allow_parallel_tool_calls: bool = False, **kwargs: Any
-    ) -> ChatResponse:
-        """Keep only the first tool call unless ``allow_parallel_tool_calls``."""
-        if not allow_parallel_tool_calls:
-            response.message = first_call_only(response.message)
-        return response
-
-    def get_tool_calls_from_response(
-        self, response: ChatResponse, error_on_no_tool_call: bool = True, **kwargs: Any
-    ) -> list[ToolSelection]:
-        """The ``ToolSelection`` of each tool call of ``response`` (from its ``ToolCallBlock`` s).
-
-        Malformed calls are not selections; they are in
-        ``response.message.additional_kwargs["invalid_tool_calls"]``.
-
-        Raises:
-            ValueError: no tool call and ``error_on_no_tool_call`` (the message quotes any
-                invalid calls).
-        """
-        selections = tool_selections(response.message)
-        if not selections and error_on_no_tool_call:
-            invalid = response.message.additional_kwargs.get("invalid_tool_calls", [])
-            msg = f"expected at least one tool call, got 0 (invalid calls: {[(c['name'], c['error']) for c in invalid]})"
-            raise ValueError(msg)
-        return selections
 
     # --- completion ----------------------------------------------------------------------
     @llm_completion_callback()
