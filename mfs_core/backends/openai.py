@@ -67,12 +67,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import logging
 import threading
-import time
 import weakref
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -83,15 +81,10 @@ from mfs_core.backends.base import warn_unconstrained_grammar, warn_unhonoured_c
 from mfs_core.errors import ContextWindowError
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest
+from mfs_core.backends.openai_retry import RetryingSender
 from mfs_core.backends.openai_wire import (  # the wire format: parsing, errors, replica spread
-    _CONTEXT_ERROR,
-    _error_text,
-    _Fault,
     _import_httpx,
-    _N_REFUSED,
     _normalise_url,
-    _retry_after,
-    _RETRY_STATUS,
     assign_replicas,
     MissingLogprobsError,
     OpenAIBackendError,
@@ -111,7 +104,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-class OpenAIBackend:
+class OpenAIBackend(RetryingSender):
     """Sample from OpenAI-compatible ``/v1/completions`` servers (``vllm serve`` replicas).
 
     Args:
@@ -503,141 +496,6 @@ class OpenAIBackend:
             self._warned_no_grammar = True
             logger.warning("%s sends no grammar (constrain_actions) with vllm_extensions=False: actions are sampled "
                            "unconstrained and checked after parsing", self.base_urls[0])
-
-    def _url(self, replica: int, attempt: int) -> str:
-        return self.base_urls[(replica + attempt) % len(self.base_urls)] + "/completions"
-
-    def _delay(self, attempt: int, fault: _Fault) -> float:
-        if fault.retry_after is not None:
-            return fault.retry_after
-        return min(self.max_backoff, self.backoff * 2**attempt)
-
-    def _outcome(self, url: str, request: GenerationRequest, prompt_tokens: int | None,
-                 response: Any = None, error: Exception | None = None) -> list[Continuation] | _Fault:
-        """The continuations of one attempt, a retryable :class:`_Fault`, or an exception raised."""
-        if error is not None:
-            if isinstance(error, self.httpx.TimeoutException):
-                return _Fault(f"no answer within {self.timeout} s ({error.__class__.__name__})")
-            return _Fault(f"connection error ({error.__class__.__name__}: {error})")
-        status = response.status_code
-        if status >= 400 and request.n > 1 and not request.greedy and self.server_n != "yes":
-            text = _error_text(response.content)
-            if _N_REFUSED.search(text) and not _CONTEXT_ERROR.search(text):
-                msg = f"{url} refused n={request.n} (HTTP {status}: {text})"
-                raise SingleSampleError(msg)
-        if status in _RETRY_STATUS or status >= 500:
-            retry_after = _retry_after(response.headers.get("retry-after"))
-            return _Fault(f"HTTP {status}: {_error_text(response.content)}", retry_after)
-        if status >= 400:
-            text = _error_text(response.content)
-            if status == 400 and _CONTEXT_ERROR.search(text):
-                msg = f"{url} refused a prompt of model {self.model_name!r} as too long: {text}"
-                raise ContextWindowError(msg)
-            msg = f"{url} answered HTTP {status}: {text}"
-            raise OpenAIBackendError(msg)
-        try:
-            body = json.loads(response.content)
-        except (ValueError, UnicodeDecodeError) as exc:
-            return _Fault(f"malformed JSON ({exc}): {response.content[:120]!r}")
-        continuations = parse_completion(body, request, url=url, prompt_tokens=prompt_tokens)
-        served = continuations[0].prompt_tokens if continuations else prompt_tokens
-        if prompt_tokens is not None and served != prompt_tokens and not self._warned_tokenizer:
-            self._warned_tokenizer = True
-            logger.warning("%s counted %d prompt tokens where the local tokenizer counts %d: is the tokenizer the "
-                           "served model's?", url, served, prompt_tokens)
-        return continuations
-
-    def _failed(self, index: int, replica: int, fault: _Fault) -> OpenAIBackendError:
-        urls = sorted({self._url(replica, attempt) for attempt in range(self.max_retries + 1)})
-        msg = f"request {index} to {', '.join(urls)} failed {self.max_retries + 1} times; last: {fault.message}"
-        return OpenAIBackendError(msg)
-
-    def _unreachable(self, refused: dict[str, Exception]) -> ServerUnreachableError:
-        """The error once every URL a request may try refused the connection."""
-        where = ", ".join(f"{url} ({error.__class__.__name__}: {error})" for url, error in refused.items())
-        msg = (f"nothing answers at {where}: is the server running, and is base_urls (--base-url, MFS_BASE_URLS) "
-               "its address, e.g. http://127.0.0.1:8000/v1? Not retried: a refused connection means nothing listens")
-        return ServerUnreachableError(msg)
-
-    def _refused(self, refused: dict[str, Exception], replica: int, attempt: int, url: str, error: Exception) -> bool:
-        """Record a refused connection; True when another URL remains to try (no wait before it).
-
-        A refused connection (``httpx.ConnectError``: nothing listens, or the host name does
-        not resolve) is not retried at the same URL: the next replica's is tried at once, and
-        once every replica's URL has refused, :class:`ServerUnreachableError` is raised.
-
-        Raises:
-            ServerUnreachableError: no URL is left to try.
-        """
-        refused[url] = error
-        if attempt < self.max_retries and self._url(replica, attempt + 1) not in refused:
-            return True
-        raise self._unreachable({u.removesuffix("/completions"): e for u, e in refused.items()})
-
-    def _attempts(self, index: int, request: GenerationRequest, replica: int,
-                  prompt_tokens: int | None) -> Generator[tuple[str, Any], Any, list[Continuation]]:
-        """The retry loop of one request, without I/O: :meth:`_send` and :meth:`_asend` drive it.
-
-        Yields ``("post", url)``, to be answered with ``(response, None)`` or ``(None, error)``
-        (an ``httpx.TransportError``), and ``("sleep", seconds)``, answered with None; returns
-        the continuations. A fault (see the module docstring) is retried up to
-        ``max_retries`` times, across the replicas' URLs; a refused connection moves to the
-        next URL at once (:meth:`_refused`).
-
-        Raises:
-            ServerUnreachableError: every URL the request may try refused the connection.
-            OpenAIBackendError: still failing after ``max_retries`` retries, or a non-retryable answer.
-            ContextWindowError / SingleSampleError / MissingLogprobsError: see :meth:`_outcome`.
-        """
-        refused: dict[str, Exception] = {}
-        for attempt in range(self.max_retries + 1):
-            url = self._url(replica, attempt)
-            response, error = yield ("post", url)
-            if isinstance(error, self.httpx.ConnectError) and self._refused(refused, replica, attempt, url, error):
-                continue
-            outcome = self._outcome(url, request, prompt_tokens, response, error)
-            if not isinstance(outcome, _Fault):
-                return outcome
-            logger.info("request %d, attempt %d at %s: %s", index, attempt + 1, url, outcome.message)
-            if attempt < self.max_retries:
-                yield ("sleep", self._delay(attempt, outcome))
-        raise self._failed(index, replica, outcome)
-
-    def _send(self, client: Any, index: int, request: GenerationRequest, body: dict[str, Any], replica: int,
-              prompt_tokens: int | None) -> list[Continuation]:
-        """POST one request, retrying faults (:meth:`_attempts`); blocking."""
-        steps, reply = self._attempts(index, request, replica, prompt_tokens), None
-        try:
-            while True:
-                kind, value = steps.send(reply)
-                if kind == "sleep":
-                    time.sleep(value)
-                    reply = None
-                    continue
-                try:
-                    reply = (client.post(value, json=body, headers=self._headers), None)
-                except self.httpx.TransportError as exc:
-                    reply = (None, exc)
-        except StopIteration as done:
-            return done.value
-
-    async def _asend(self, client: Any, index: int, request: GenerationRequest, body: dict[str, Any], replica: int,
-                     prompt_tokens: int | None) -> list[Continuation]:
-        """POST one request, retrying faults (:meth:`_attempts`, the same loop as :meth:`_send`); async."""
-        steps, reply = self._attempts(index, request, replica, prompt_tokens), None
-        try:
-            while True:
-                kind, value = steps.send(reply)
-                if kind == "sleep":
-                    await asyncio.sleep(value)
-                    reply = None
-                    continue
-                try:
-                    reply = (await client.post(value, json=body, headers=self._headers), None)
-                except self.httpx.TransportError as exc:
-                    reply = (None, exc)
-        except StopIteration as done:
-            return done.value
 
     def _discover_context_window(self) -> int:
         """GET ``/v1/models`` (vLLM's ``max_model_len``), then the tokenizer, then unknown.

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from mfs_core.backends import Backend, ContextWindowError
+from mfs_core.backends.openai_wire import _retry_after  # the wire format's private helper
 from mfs_core.backends.openai import (
     MissingLogprobsError,
     OpenAIBackend,
     OpenAIBackendError,
-    _retry_after,
     assign_replicas,
     parse_completion,
 )
@@ -253,7 +253,7 @@ class StubResponse:
 def test_response_status_mapping() -> None:
     import json
 
-    from mfs_core.backends.openai import _Fault
+    from mfs_core.backends.openai_wire import _Fault
 
     backend = make_backend()
     request = GenerationRequest(prompt="p")
