@@ -404,14 +404,16 @@ LONG = {"step_beam_size": 8, "num_rollouts": 8, "max_steps": 12, "early_stopping
 
 
 def test_sigterm_drains_refuses_new_requests_and_ends_every_open_one_with_an_error() -> None:
-    """Issue 44 item 4: SIGTERM with decodes in flight and ``--shutdown-timeout 2``: new requests get 503 while
-    the listener is still open, each open request ends with an OpenAI error (non-streamed: a 503 body;
-    streamed: an error event and ``[DONE]``), and the process exits within the timeout plus a few seconds."""
+    """Issue 44 item 4: SIGTERM with two long decodes in flight and ``--shutdown-timeout 0`` (so the outcome does
+    not depend on how fast the machine decodes; an open request that finishes within the timeout is the test
+    above): new requests get 503 while the listener is still open, each open request ends with an OpenAI error
+    (non-streamed: a 503 body; streamed: an error event and ``[DONE]``), and the process exits within a few
+    seconds."""
     import threading
 
     import httpx
 
-    args = ["--step-beam-size", "2", "--num-rollouts", "2", "--max-steps", "3", "--shutdown-timeout", "2",
+    args = ["--step-beam-size", "2", "--num-rollouts", "2", "--max-steps", "3", "--shutdown-timeout", "0",
             "--limit-step-beam-size", "8", "--limit-num-rollouts", "8", "--limit-max-steps", "12",
             "--work-budget", "100000000"]
     with serve_process(args) as running:
@@ -436,14 +438,13 @@ def test_sigterm_drains_refuses_new_requests_and_ends_every_open_one_with_an_err
             time.sleep(0.05)
         os.kill(running.process.pid, signal.SIGTERM)
         signalled = time.monotonic()
-        time.sleep(0.5)
         refused = httpx.post(url, json={"messages": user}, timeout=10)  # while draining: the listener is open
         health = httpx.get(running.url + "/health", timeout=10)
         for thread in threads:
             thread.join(timeout=60)
         code = running.process.wait(timeout=60)
         exited = time.monotonic() - signalled
-        print(f"\nSIGTERM with 2 long decodes in flight, --shutdown-timeout 2: exit after {exited:.1f} s; "
+        print(f"\nSIGTERM with 2 long decodes in flight, --shutdown-timeout 0: exit after {exited:.1f} s; "
               f"new request {refused.status_code}, non-streamed {outcome['plain'].status_code}, stream's last "
               f"events {outcome['stream'][-2:]}")
     assert refused.status_code == 503 and refused.headers["Retry-After"] == "1"
@@ -452,8 +453,8 @@ def test_sigterm_drains_refuses_new_requests_and_ends_every_open_one_with_an_err
     plain_reply = outcome["plain"]
     assert plain_reply.status_code == 503 and plain_reply.headers["content-type"] == "application/json"
     assert plain_reply.json()["error"]["message"] == ("the server shut down before this request's decodes finished "
-                                                      "(shutdown_timeout=2.0 s); retry on another replica")
+                                                      "(shutdown_timeout=0.0 s); retry on another replica")
     events = outcome["stream"]
     last_error = json.loads(events[-2][len("data: "):])["error"]
     assert events[-1] == "data: [DONE]" and last_error["code"] == 503 and "shut down before" in last_error["message"]
-    assert code in (0, -signal.SIGTERM) and exited < 2 + 10
+    assert code in (0, -signal.SIGTERM) and exited < 10
