@@ -23,17 +23,8 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (torch.cuda.is_available() is False)"),
 ]
 
-# tests/conftest.py's SMALL_SEARCH, so the CUDA engines decode with the CPU engine's settings.
-SMALL_SEARCH = {"step_beam_size": 2, "num_rollouts": 3, "max_steps": 4, "max_answer_tokens": 160, "max_step_tokens": 24}
-
-QUESTIONS = [
-    "Tom has 3 apples. Then Tom buys 4 more apples. How many apples does Tom have now?",
-    "Grace has 7 bags with 9 cards in each bag. Sadly, 6 cards break. How many cards are there now?",
-    "Zoe starts with 32 dollars. After that, Zoe picks up another 10 dollars. Zoe multiplies the dollars by 2. "
-    "How many dollars are left?",
-    "Oscar counts 27 dollars in the wallet. Then Oscar gives away 23 dollars. Someone puts 22 more dollars in the "
-    "wallet. 19 dollars are lost. What is the final number of dollars?",
-]
+from tests.conftest import SMALL_SEARCH  # noqa: E402 - the CPU engine's search, so both decode alike
+from tests.integration.test_engine_demo import QUESTIONS  # noqa: E402 - the demo questions the CPU tests decode
 
 
 @pytest.fixture(scope="module")

@@ -136,10 +136,8 @@ def test_past_request_timeout_the_client_gets_a_504_and_the_work_is_given_back(c
     deadline = time.monotonic() + 10.0
     while client.get("/health").json()["work_in_flight"] and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert client.get("/health").json() | {"status": None} == {
-        "status": None, "decodes_in_flight": 0, "queue_size": 4, "work_in_flight": 0, "work_budget": 4 * 224,
-    } | {k: v for k, v in client.get("/health").json().items() if k not in
-         {"status", "decodes_in_flight", "queue_size", "work_in_flight", "work_budget"}}
+    health = client.get("/health").json()
+    assert (health["decodes_in_flight"], health["work_in_flight"], health["work_budget"]) == (0, 0, 4 * 224)
 
 
 def test_the_work_numbers_in_docs_serve_md_are_the_codes() -> None:
