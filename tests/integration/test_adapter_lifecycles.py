@@ -63,7 +63,7 @@ def test_an_llamaindex_llm_closes_its_engines_including_a_calls_other_backend() 
 
     gc.collect()
     before = _live_backends()
-    with MFSLLM(**TINY) as llm:
+    with MFSLLM(batch_size=13, **TINY) as llm:  # a backend setting no other test's engine shares
         assert llm.complete(QUESTION).text
         assert llm.complete(QUESTION, batch_size=7).text  # another backend setting: a second engine it owns
         assert _live_backends() == before + 2
