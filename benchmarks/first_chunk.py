@@ -32,7 +32,7 @@ from rich.console import Console
 from rich.table import Table
 
 from langchain_mfs import ChatMFS
-from langchain_mfs.chat_models import _render
+from llamaindex_mfs._responses import chat_chunks
 from llamaindex_mfs import MFSLLM
 from mfs_core import MFSEngine, MFSSettings
 from mfs_core.backends._hf import quiet_transformers
@@ -109,14 +109,13 @@ def main() -> None:
         from langchain_core.messages import HumanMessage
 
         messages = [HumanMessage(question)]
-        results, model_name = chat._decode(lambda e, s: _render(e, s, messages), {})
-        yield from chat._chunks(results[0], None, model_name)
+        results, calls, model_name = chat._decode(chat._preparer(messages, {}), {})
+        yield from chat._chunks(results[0], None, model_name, calls[0])
 
     def li_before(question: str) -> Iterator[Any]:
         messages = [ChatMessage(role=MessageRole.USER, content=question)]
-        future, stop = llm._submit(llm._chat_prompt(messages), {})
-        for chunk in llm._completion_chunks(future.result(), stop):
-            yield llm._as_chat(chunk)
+        future, stop, call = llm._submit(llm._chat_prompt(messages), {}, tools_allowed=True)
+        yield from chat_chunks(future.result(), stop, call)
 
     paths: dict[tuple[str, str], tuple[Callable[[str], Iterator[Any]], Callable[[Any], bool]]] = {
         ("LangChain ChatMFS.stream", "before: answer only"): (lc_before, lambda c: bool(c.message.content)),

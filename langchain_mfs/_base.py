@@ -24,13 +24,13 @@ from mfs_core.adapters import (
     OwnedEngines, astream_events, await_results, check_engine, engine_for, rename_max_tokens, settings_from_fields,
     stream_events, wait_results,
 )
-from mfs_core.answers import AnswerExtractor
 from mfs_core.errors import one_line, unknown_name_message
 from mfs_core.decoders import get_decoder
 from mfs_core.engine import MFSEngine
 from mfs_core.events import DecodeEvent
 from mfs_core.settings import MFSSettings
 from mfs_core.streaming import DecodeStream
+from mfs_core.tools.call import PreparedCall, stream_calls, submit_calls
 from mfs_core.types import DecodeResult
 
 # STEP_EVENT, STOP_EVENT, SETTINGS_FIELDS and the stream helpers stay importable from here
@@ -41,11 +41,9 @@ _CALL_KEYS = (frozenset(SETTINGS_FIELDS) - {"api_key"}) | {"max_tokens", "method
 the ``invocation_params`` that tracing records), ``max_tokens`` and ``method``."""
 _FRAMEWORK_KEYS = frozenset({"stream"})  # LangChain's own call flag, not a model setting
 
-BuildPrompts = Callable[[MFSEngine, MFSSettings], list[str]]
-"""Turns the call's input into rendered model prompts with the engine's chat template."""
-
-VoteKey = Callable[[], "AnswerExtractor | None"]
-"""Called after the prompts are built: the key the call's decodes vote by (None: the answer)."""
+PrepareCalls = Callable[[MFSEngine, MFSSettings], list[PreparedCall]]
+"""Turns the call's input into prepared calls on the call's engine and settings
+(:func:`~mfs_core.tools.call.prepare_call` for chat, :func:`~mfs_core.tools.call.prepare_prompts` for text)."""
 
 
 class MFSParams(MFSFields):
@@ -275,63 +273,53 @@ class MFSParams(MFSFields):
         changed._settings_cache = (tuple(update.values()), settings)  # resolved once per call, not again by .settings
         return changed, rest
 
-    def _decode(
-        self, build: BuildPrompts, kwargs: dict[str, Any], vote: VoteKey | None = None
-    ) -> tuple[list[DecodeResult], str]:
-        """Render the call's prompts, decode them together, wait; results and the model name.
-
-        ``vote``, called after ``build``, gives the key the decodes vote by (None: the
-        extracted answer); ``ChatMFS`` votes over actions when tools are bound.
+    def _decode(self, prepare: PrepareCalls, kwargs: dict[str, Any]) -> tuple[list[DecodeResult], list[PreparedCall], str]:
+        """Prepare the call's prompts (``prepare``, on the call's engine and settings), decode them
+        together, wait; the results, the prepared calls (each finishes its result:
+        :meth:`~mfs_core.tools.call.PreparedCall.finish`) and the model name.
 
         Raises:
-            TimeoutError: the decodes did not finish within ``timeout`` seconds.
-            The first exception among the decodes (the others still complete).
+            DecodeTimeoutError: the decodes did not finish within ``timeout`` seconds (a TimeoutError).
+            The first exception among the decodes (the others are abandoned).
         """
         settings, method = self._call_settings(kwargs)
         engine = self._engine_for(settings)
-        prompts = build(engine, settings)
-        answer_key = vote() if vote is not None else None
-        futures = engine.submit_prompts(prompts, settings=settings, method=method, answer_key=answer_key)
-        return wait_results(futures, self.timeout), engine.backend.model_name
+        calls = prepare(engine, settings)
+        futures = submit_calls(engine, calls, settings, method=method)
+        return wait_results(futures, self.timeout), calls, engine.backend.model_name
 
     async def _adecode(
-        self, build: BuildPrompts, kwargs: dict[str, Any], vote: VoteKey | None = None
-    ) -> tuple[list[DecodeResult], str]:
+        self, prepare: PrepareCalls, kwargs: dict[str, Any]
+    ) -> tuple[list[DecodeResult], list[PreparedCall], str]:
         """Async :meth:`_decode`: loading, rendering and decoding never block the event loop."""
         settings, method = self._call_settings(kwargs)
 
-        def prepare() -> tuple[MFSEngine, list[str]]:
+        def start() -> tuple[MFSEngine, list[PreparedCall]]:
             engine = self._engine_for(settings)  # may load the model
-            return engine, build(engine, settings)
+            return engine, prepare(engine, settings)
 
-        engine, prompts = await asyncio.to_thread(prepare)
-        answer_key = vote() if vote is not None else None
-        futures = engine.submit_prompts(prompts, settings=settings, method=method, answer_key=answer_key)
+        engine, calls = await asyncio.to_thread(start)
+        futures = submit_calls(engine, calls, settings, method=method)
         # A timeout or a cancelled task abandons the decodes: the engine drops them at its next round.
-        return await await_results(futures, self.timeout), engine.backend.model_name
+        return await await_results(futures, self.timeout), calls, engine.backend.model_name
 
-    def _open_stream(
-        self, build: BuildPrompts, kwargs: dict[str, Any], vote: VoteKey | None = None
-    ) -> tuple[DecodeStream, str]:
-        """Render the call's prompt and start its decode; its event stream and the model name.
-
-        ``vote`` as in :meth:`_decode`.
+    def _open_stream(self, prepare: PrepareCalls, kwargs: dict[str, Any]) -> tuple[DecodeStream, PreparedCall, str]:
+        """Prepare the call's one prompt and start its decode; its event stream, the prepared
+        call and the model name.
 
         Raises:
             As :meth:`_decode`, before the decode starts.
         """
         settings, method = self._call_settings(kwargs)
         engine = self._engine_for(settings)
-        prompts = build(engine, settings)
-        answer_key = vote() if vote is not None else None
-        stream = engine.stream_prompts(prompts, settings=settings, method=method, answer_key=answer_key)
-        return stream, engine.backend.model_name
+        calls = prepare(engine, settings)
+        return stream_calls(engine, calls, settings, method=method), calls[0], engine.backend.model_name
 
     async def _aopen_stream(
-        self, build: BuildPrompts, kwargs: dict[str, Any], vote: VoteKey | None = None
-    ) -> tuple[DecodeStream, str]:
+        self, prepare: PrepareCalls, kwargs: dict[str, Any]
+    ) -> tuple[DecodeStream, PreparedCall, str]:
         """Async :meth:`_open_stream`: loading and rendering run off the event loop."""
-        return await asyncio.to_thread(self._open_stream, build, kwargs, vote)
+        return await asyncio.to_thread(self._open_stream, prepare, kwargs)
 
     def _events(self, stream: DecodeStream, run_manager: CallbackManagerForLLMRun | None) -> Iterator[DecodeEvent]:
         """The stream's events, each first fired as a custom callback event (:class:`_EventSink`).

@@ -9,7 +9,6 @@ format), the parsed completion as ``AIMessage`` tool calls, and the output parse
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.exceptions import OutputParserException
@@ -21,7 +20,7 @@ from pydantic import ValidationError
 from pydantic.v1 import ValidationError as ValidationErrorV1
 
 from mfs_core.tools import StructuredOutputError, extract_json, validate_json
-from mfs_core.tools.call import ResponseFormat
+from mfs_core.tools.call import ResponseFormat, ToolKwargs
 from mfs_core.tools.parsers import ParsedOutput
 
 __all__ = [
@@ -39,21 +38,6 @@ __all__ = [
 _TOOL_KEYS = ("tools", "tool_choice", "parallel_tool_calls", "strict", "response_format", "ls_structured_output_format")
 
 
-@dataclass(frozen=True)
-class ToolKwargs:
-    """The tool and structured-output keywords of one call.
-
-    Attributes:
-        tools: OpenAI-format function tools (converted with ``convert_to_openai_tool``).
-        tool_choice: as given to ``bind_tools``.
-        response_format: structured output through the prompt, or None.
-    """
-
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: Any = None
-    response_format: ResponseFormat | None = None
-
-
 def pop_tool_kwargs(kwargs: dict[str, Any]) -> ToolKwargs:
     """Remove the tool keywords from ``kwargs`` (changed in place) and return them.
 
@@ -68,13 +52,7 @@ def pop_tool_kwargs(kwargs: dict[str, Any]) -> ToolKwargs:
     popped = {key: kwargs.pop(key) for key in _TOOL_KEYS if key in kwargs}
     tools = popped.get("tools")
     converted = [convert_to_openai_tool(tool) for tool in tools] if tools else None
-    response_format = popped.get("response_format")
-    if response_format is not None and not isinstance(response_format, ResponseFormat):
-        kind = response_format.get("type") if isinstance(response_format, dict) else None
-        if kind not in ("json_schema", "json_mode"):
-            msg = f"response_format must be {{'type': 'json_schema' | 'json_mode', 'schema': ...}}, got {response_format!r:.120}"
-            raise ValueError(msg)
-        response_format = ResponseFormat(kind, response_format.get("schema"))
+    response_format = ResponseFormat.coerce(popped.get("response_format"))
     return ToolKwargs(tools=converted, tool_choice=popped.get("tool_choice"), response_format=response_format)
 
 

@@ -14,9 +14,8 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableMap, RunnablePassthrough
 from pydantic import ConfigDict
 
-from langchain_mfs._base import MFSParams, astream_with_run, stream_with_run
+from langchain_mfs._base import MFSParams, PrepareCalls, astream_with_run, stream_with_run
 from langchain_mfs._structured import (
-    ToolKwargs,
     json_schema_of,
     message_tool_fields,
     parse_json_output,
@@ -30,7 +29,7 @@ from mfs_core.engine import MFSEngine
 from mfs_core.events import StopEvent
 from mfs_core.settings import MFSSettings
 from mfs_core.streaming import ReasoningText
-from mfs_core.tools.call import CallPlan, ResponseFormat, plan_call, prepare_call
+from mfs_core.tools.call import PreparedCall, plan_call, prepare_call
 from mfs_core.types import DecodeResult
 
 __all__ = ["ChatMFS", "to_chat_dicts"]
@@ -109,8 +108,7 @@ class ChatMFS(MFSParams, BaseChatModel):
             ValueError: a message holds content the template cannot render.
         """
         engine, settings = self.engine, self.settings
-        plan = self._plan(engine, settings, ToolKwargs(tools=tools_to_openai(tools) if tools else None))
-        prompt = plan.render(engine, settings, to_chat_dicts(messages))
+        prompt = prepare_call(engine, settings, to_chat_dicts(messages), tools=tools_to_openai(tools) if tools else None).prompt
         if self.custom_get_token_ids is not None:
             return len(self.custom_get_token_ids(prompt))
         return engine.backend.count_tokens(prompt)
@@ -160,7 +158,7 @@ class ChatMFS(MFSParams, BaseChatModel):
             ValueError: a tool that cannot be converted, repeated names, a bad ``tool_choice``.
         """
         formatted = tools_to_openai(tools, strict=strict)
-        self._plan(self.engine, self.settings, ToolKwargs(tools=formatted, tool_choice=tool_choice))
+        plan_call(self.engine.backend, self.settings, tools=formatted, tool_choice=tool_choice)  # fails here, not at the call
         return super().bind(tools=formatted, tool_choice=tool_choice, **kwargs)
 
     def with_structured_output(
@@ -226,26 +224,17 @@ class ChatMFS(MFSParams, BaseChatModel):
         fallback = RunnablePassthrough.assign(parsed=lambda _: None)
         return RunnableMap(raw=llm) | parsed.with_fallbacks([fallback], exception_key="parsing_error")
 
-    def _plan(self, engine: MFSEngine, settings: MFSSettings, call: ToolKwargs) -> CallPlan:
-        """The call's plan (:func:`mfs_core.tools.call.plan_call`) on ``engine``'s model."""
-        return plan_call(engine.backend, settings, tools=call.tools, tool_choice=call.tool_choice,
-                         response_format=call.response_format)
-
-    def _run(self, messages: Sequence[BaseMessage], kwargs: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
-        """The build and vote callbacks of :meth:`_decode` for one call, and where the plan lands."""
+    def _preparer(self, messages: Sequence[BaseMessage], kwargs: dict[str, Any]) -> PrepareCalls:
+        """How the call is prepared once its engine and settings are known
+        (:func:`mfs_core.tools.call.prepare_call` with the call's tools and response format)."""
         call = pop_tool_kwargs(kwargs)
-        holder: dict[str, Any] = {}  # the call's plan and vote key, set when the engine is known
+        chat = to_chat_dicts(messages)
 
-        def build(engine: MFSEngine, settings: MFSSettings) -> list[str]:
-            prepared = prepare_call(engine, settings, to_chat_dicts(messages), tools=call.tools,
-                                    tool_choice=call.tool_choice, response_format=call.response_format)
-            holder["plan"], holder["key"] = prepared.plan, prepared.answer_key
-            return [prepared.prompt]
+        def prepare(engine: MFSEngine, settings: MFSSettings) -> list[PreparedCall]:
+            return [prepare_call(engine, settings, chat, tools=call.tools, tool_choice=call.tool_choice,
+                                 response_format=call.response_format)]
 
-        def vote() -> Any:
-            return holder["key"]
-
-        return build, vote, holder
+        return prepare
 
     # --- streaming entry points ---------------------------------------------------------
     def stream(
@@ -288,9 +277,8 @@ class ChatMFS(MFSParams, BaseChatModel):
             ToolsNotSupportedError: ``tools`` on a model whose template does not render them.
             TimeoutError: not done within ``timeout`` seconds.
         """
-        build, vote, holder = self._run(messages, kwargs)
-        results, model_name = self._decode(build, kwargs, vote)
-        return self._chat_result(results[0], stop, model_name, holder["plan"])
+        results, calls, model_name = self._decode(self._preparer(messages, kwargs), kwargs)
+        return self._chat_result(results[0], stop, model_name, calls[0])
 
     async def _agenerate(
         self,
@@ -300,9 +288,8 @@ class ChatMFS(MFSParams, BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         """Async :meth:`_generate`: awaits the engine without blocking the event loop."""
-        build, vote, holder = self._run(messages, kwargs)
-        results, model_name = await self._adecode(build, kwargs, vote)
-        return self._chat_result(results[0], stop, model_name, holder["plan"])
+        results, calls, model_name = await self._adecode(self._preparer(messages, kwargs), kwargs)
+        return self._chat_result(results[0], stop, model_name, calls[0])
 
     def _stream(
         self,
@@ -321,8 +308,7 @@ class ChatMFS(MFSParams, BaseChatModel):
         answer text; the last chunk has ``chunk_position="last"``, the usage, metadata and the
         tool calls as ``tool_call_chunks``.
         """
-        build, vote, holder = self._run(messages, kwargs)
-        stream, model_name = self._open_stream(build, kwargs, vote)
+        stream, call, model_name = self._open_stream(self._preparer(messages, kwargs), kwargs)
         reasoning = ReasoningText()
         for event in self._events(stream, run_manager):
             chunk = _reasoning_chunk(reasoning.delta(event))
@@ -330,7 +316,7 @@ class ChatMFS(MFSParams, BaseChatModel):
                 run_manager.on_llm_new_token("", chunk=chunk)
             yield chunk
             if isinstance(event, StopEvent):
-                for chunk in self._chunks(event.result, stop, model_name, holder["plan"]):
+                for chunk in self._chunks(event.result, stop, model_name, call):
                     if run_manager:
                         run_manager.on_llm_new_token(chunk.text, chunk=chunk)
                     yield chunk
@@ -343,8 +329,7 @@ class ChatMFS(MFSParams, BaseChatModel):
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
         """Async :meth:`_stream`: never blocks the event loop; the same chunks and events."""
-        build, vote, holder = self._run(messages, kwargs)
-        stream, model_name = await self._aopen_stream(build, kwargs, vote)
+        stream, call, model_name = await self._aopen_stream(self._preparer(messages, kwargs), kwargs)
         reasoning = ReasoningText()
         async for event in self._aevents(stream, run_manager):
             chunk = _reasoning_chunk(reasoning.delta(event))
@@ -352,22 +337,23 @@ class ChatMFS(MFSParams, BaseChatModel):
                 await run_manager.on_llm_new_token("", chunk=chunk)
             yield chunk
             if isinstance(event, StopEvent):
-                for chunk in self._chunks(event.result, stop, model_name, holder["plan"]):
+                for chunk in self._chunks(event.result, stop, model_name, call):
                     if run_manager:
                         await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
                     yield chunk
 
     # --- results -----------------------------------------------------------------------
-    def _parsed(self, result: DecodeResult, stop: list[str] | None, plan: CallPlan) -> tuple[str, Any]:
+    def _parsed(self, result: DecodeResult, stop: list[str] | None, call: PreparedCall) -> tuple[str, Any]:
         """The message text (calls removed when tools were rendered, cut at ``stop``) and the parse."""
-        return plan.reply(result.text, self._stops(stop))
+        return call.finish(result.text, self._stops(stop))
 
     @staticmethod
     def _response_metadata(model_name: str, parsed: Any) -> dict[str, Any]:
         return {"model_name": model_name, "finish_reason": "tool_calls" if parsed.tool_calls else "stop"}
 
-    def _chat_result(self, result: DecodeResult, stop: list[str] | None, model_name: str, plan: CallPlan) -> ChatResult:
-        text, parsed = self._parsed(result, stop, plan)
+    def _chat_result(self, result: DecodeResult, stop: list[str] | None, model_name: str,
+                     call: PreparedCall) -> ChatResult:
+        text, parsed = self._parsed(result, stop, call)
         message = AIMessage(
             content=text,
             usage_metadata=_usage_metadata(result),
@@ -380,9 +366,9 @@ class ChatMFS(MFSParams, BaseChatModel):
         )
 
     def _chunks(
-        self, result: DecodeResult, stop: list[str] | None, model_name: str, plan: CallPlan
+        self, result: DecodeResult, stop: list[str] | None, model_name: str, call: PreparedCall
     ) -> Iterator[ChatGenerationChunk]:
-        text, parsed = self._parsed(result, stop, plan)
+        text, parsed = self._parsed(result, stop, call)
         pieces = list(stream_chunks(text)) or [""]
         for piece in pieces[:-1]:
             yield ChatGenerationChunk(message=AIMessageChunk(content=piece))

@@ -11,10 +11,9 @@ from langchain_core.outputs import Generation, GenerationChunk, LLMResult
 from pydantic import ConfigDict
 
 from langchain_mfs._base import MFSParams
-from mfs_core.adapters import apply_stop, result_metadata, stream_chunks, token_usage
-from mfs_core.engine import MFSEngine
+from mfs_core.adapters import result_metadata, stream_chunks, token_usage
 from mfs_core.events import StopEvent
-from mfs_core.settings import MFSSettings
+from mfs_core.tools.call import PreparedCall, prepare_prompts
 from mfs_core.types import DecodeResult
 
 __all__ = ["MFSLLM"]
@@ -122,8 +121,8 @@ class MFSLLM(MFSParams, BaseLLM):
                 message names i); an unknown keyword or a bad setting.
             TimeoutError: not done within ``timeout`` seconds.
         """
-        results, model_name = self._decode(lambda engine, settings: _render(engine, settings, prompts), kwargs)
-        return self._llm_result(results, stop, model_name)
+        results, calls, model_name = self._decode(lambda engine, settings: prepare_prompts(engine, settings, prompts), kwargs)
+        return self._llm_result(results, calls, stop, model_name)
 
     async def _agenerate(
         self,
@@ -133,8 +132,9 @@ class MFSLLM(MFSParams, BaseLLM):
         **kwargs: Any,
     ) -> LLMResult:
         """Async :meth:`_generate`: awaits the engine without blocking the event loop."""
-        results, model_name = await self._adecode(lambda engine, settings: _render(engine, settings, prompts), kwargs)
-        return self._llm_result(results, stop, model_name)
+        results, calls, model_name = await self._adecode(
+            lambda engine, settings: prepare_prompts(engine, settings, prompts), kwargs)
+        return self._llm_result(results, calls, stop, model_name)
 
     def _stream(
         self,
@@ -151,10 +151,10 @@ class MFSLLM(MFSParams, BaseLLM):
         ``run_manager.on_llm_new_token`` for each chunk; the last chunk carries the
         ``generation_info`` of :meth:`_generate`. Raises as :meth:`_generate`.
         """
-        stream, model_name = self._open_stream(lambda engine, settings: _render(engine, settings, [prompt]), kwargs)
+        stream, call, model_name = self._open_stream(lambda engine, settings: prepare_prompts(engine, settings, [prompt]), kwargs)
         for event in self._events(stream, run_manager):
             if isinstance(event, StopEvent):
-                for chunk in self._chunks(event.result, stop, model_name):
+                for chunk in self._chunks(event.result, call, stop, model_name):
                     if run_manager:
                         run_manager.on_llm_new_token(chunk.text, chunk=chunk)
                     yield chunk
@@ -167,29 +167,31 @@ class MFSLLM(MFSParams, BaseLLM):
         **kwargs: Any,
     ) -> AsyncIterator[GenerationChunk]:
         """Async :meth:`_stream`: the same events, never blocking the event loop, then the chunks."""
-        stream, model_name = await self._aopen_stream(
-            lambda engine, settings: _render(engine, settings, [prompt]), kwargs
+        stream, call, model_name = await self._aopen_stream(
+            lambda engine, settings: prepare_prompts(engine, settings, [prompt]), kwargs
         )
         async for event in self._aevents(stream, run_manager):
             if isinstance(event, StopEvent):
-                for chunk in self._chunks(event.result, stop, model_name):
+                for chunk in self._chunks(event.result, call, stop, model_name):
                     if run_manager:
                         await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
                     yield chunk
 
     # --- results -----------------------------------------------------------------------
-    def _llm_result(self, results: Sequence[DecodeResult], stop: list[str] | None, model_name: str) -> LLMResult:
+    def _llm_result(self, results: Sequence[DecodeResult], calls: Sequence[PreparedCall], stop: list[str] | None,
+                    model_name: str) -> LLMResult:
         stops = self._stops(stop)
         generations = [
-            [Generation(text=apply_stop(result.text, stops), generation_info=_generation_info(result))]
-            for result in results
+            [Generation(text=call.finish(result.text, stops)[0], generation_info=_generation_info(result))]
+            for result, call in zip(results, calls, strict=True)
         ]
         usages = [token_usage(result) for result in results]
         total = {key: sum(usage[key] for usage in usages) for key in usages[0]}
         return LLMResult(generations=generations, llm_output={"token_usage": total, "model_name": model_name})
 
-    def _chunks(self, result: DecodeResult, stop: list[str] | None, model_name: str) -> Iterator[GenerationChunk]:
-        pieces = list(stream_chunks(apply_stop(result.text, self._stops(stop)))) or [""]
+    def _chunks(self, result: DecodeResult, call: PreparedCall, stop: list[str] | None,
+                model_name: str) -> Iterator[GenerationChunk]:
+        pieces = list(stream_chunks(call.finish(result.text, self._stops(stop))[0])) or [""]
         info = {**_generation_info(result), "model_name": model_name}
         for i, piece in enumerate(pieces):
             yield GenerationChunk(text=piece, generation_info=info if i == len(pieces) - 1 else None)
@@ -198,22 +200,3 @@ class MFSLLM(MFSParams, BaseLLM):
 def _generation_info(result: DecodeResult) -> dict[str, Any]:
     return {**result_metadata(result), "token_usage": token_usage(result)}
 
-
-def _render(engine: MFSEngine, settings: MFSSettings, prompts: Sequence[str]) -> list[str]:
-    """Model prompts for ``prompts`` under ``settings.prompt_format``.
-
-    Raises:
-        ValueError: no prompts; prompt i is empty (the message names i).
-        TypeError: prompt i is not a string.
-    """
-    if not prompts:
-        msg = "prompts must not be empty, got []"
-        raise ValueError(msg)
-    rendered = []
-    for i, prompt in enumerate(prompts):
-        try:
-            rendered.append(engine.render(prompt, settings))
-        except (TypeError, ValueError) as exc:
-            msg = f"prompt {i} of {len(prompts)}: {exc}"
-            raise (TypeError if isinstance(exc, TypeError) else ValueError)(msg) from exc
-    return rendered

@@ -23,7 +23,7 @@ from llamaindex_mfs._tools import response_blocks
 from mfs_core.adapters import apply_stop, result_metadata, stream_chunks, token_usage
 from mfs_core.events import DecodeEvent
 from mfs_core.streaming import ReasoningText
-from mfs_core.tools.call import CallPlan
+from mfs_core.tools.call import PreparedCall
 from mfs_core.tools.parsers import ParsedOutput
 from mfs_core.types import DecodeResult
 
@@ -76,21 +76,22 @@ def thinking_chunk(reasoning: ReasoningText, event: DecodeEvent) -> ChatResponse
     return ChatResponse(message=message, delta="", additional_kwargs={"thinking_delta": delta})
 
 
-def chat_text(result: DecodeResult, plan: CallPlan) -> tuple[str, ParsedOutput]:
-    """The message text (calls removed when tools were rendered) and the parsed calls."""
-    return plan.reply(result.text)
+def chat_text(result: DecodeResult, call: PreparedCall) -> tuple[str, ParsedOutput]:
+    """The message text (calls removed when tools were rendered) and the parsed calls
+    (:meth:`~mfs_core.tools.call.PreparedCall.finish`)."""
+    return call.finish(result.text)
 
 
-def chat_response(result: DecodeResult, stop: list[str] | None, plan: CallPlan) -> ChatResponse:
-    """The whole chat answer: the message text cut at ``stop``, then the tool calls of ``plan``'s parse."""
-    text, parsed = chat_text(result, plan)
+def chat_response(result: DecodeResult, stop: list[str] | None, call: PreparedCall) -> ChatResponse:
+    """The whole chat answer: the message text cut at ``stop``, then the tool calls of ``call``'s parse."""
+    text, parsed = chat_text(result, call)
     return as_chat(completion(result, stop, text), parsed)
 
 
 def chat_chunks(
-    result: DecodeResult, stop: list[str] | None, plan: CallPlan, thinking: str | None = None
+    result: DecodeResult, stop: list[str] | None, call: PreparedCall, thinking: str | None = None
 ) -> Iterator[ChatResponse]:
     """Streamed chat: cumulative text chunks, each carrying the (already decided) tool calls."""
-    text, parsed = chat_text(result, plan)
+    text, parsed = chat_text(result, call)
     for chunk in completion_chunks(result, stop, text):
         yield as_chat(chunk, parsed, thinking=thinking)

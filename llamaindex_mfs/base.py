@@ -75,7 +75,9 @@ from mfs_core.events import DecodeEvent, EventCallback, StopEvent
 from mfs_core.settings import MFSSettings
 from mfs_core.streaming import DecodeStream, ReasoningText
 from mfs_core.tools import ToolsNotSupportedError, renders_tools
-from mfs_core.tools.call import CallPlan, ResponseFormat, plan_call
+from mfs_core.tools.call import (
+    PreparedCall, ResponseFormat, ToolKwargs, plan_call, prepare_call, prepare_prompts, submit_calls,
+)
 from mfs_core.types import DecodeResult
 
 __all__ = ["MFSLLM"]
@@ -83,8 +85,9 @@ __all__ = ["MFSLLM"]
 logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
 
-_Render = Callable[[MFSEngine, MFSSettings, CallPlan], str]
-"""Turns the call's engine, settings and tool plan into the rendered model prompt."""
+_Prepare = Callable[[MFSEngine, MFSSettings, ToolKwargs], PreparedCall]
+"""Prepares the call on its engine and settings, with its tools and response format
+(:func:`~mfs_core.tools.call.prepare_call` for chat, :func:`~mfs_core.tools.call.prepare_prompts` for text)."""
 
 _PER_CALL_KEYS = (frozenset(SETTING_NAMES) - {"api_key"}) | {"stop", "max_tokens"}
 """Keywords a call may set: every setting but the secret ``api_key``, ``max_tokens`` and ``stop``."""
@@ -235,24 +238,25 @@ class MFSLLM(ToolResponses, MFSFields):
 
     def _submit(
         self,
-        render: _Render,
+        prepare: _Prepare,
         kwargs: dict[str, Any],
         on_event: EventCallback | None = None,
         *,
         tools_allowed: bool = False,
-    ) -> tuple[Future, list[str] | None, CallPlan]:
-        """Start the decode of one call; its future, stop sequences and tool plan.
+    ) -> tuple[Future, list[str] | None, PreparedCall]:
+        """Start the decode of one call; its future, stop sequences and prepared call (which
+        finishes the result: :meth:`~mfs_core.tools.call.PreparedCall.finish`).
 
-        Settings are the fields plus the per-call overrides in ``kwargs``; ``render`` turns
-        them (the engine and the plan) into the model prompt. Chat calls (``tools_allowed``)
-        may pass ``tools`` (OpenAI-format function tools) and ``tool_choice``: the decode
-        then votes over actions (:func:`mfs_core.tools.call.plan_call`).
+        Settings are the fields plus the per-call overrides in ``kwargs``; ``prepare`` turns
+        them (the engine and the call's tool keywords) into the prepared call. Chat calls
+        (``tools_allowed``) may pass ``tools`` (OpenAI-format function tools) and ``tool_choice``:
+        the decode then votes over actions (:func:`mfs_core.tools.call.plan_call`).
 
         Raises:
             TypeError: a keyword that is neither a setting nor ``stop`` (nor ``tools`` /
                 ``tool_choice`` for chat); ``stop`` not a list of strings; a prompt that
                 is not a string.
-            ValueError: an empty prompt, a non-text message or an unknown role.
+            ValueError: an empty prompt, a non-text message or an unknown role, a bad ``response_format``.
             ToolsNotSupportedError: tools on a model whose template does not render them.
             pydantic.ValidationError: an override out of range.
         """
@@ -266,19 +270,13 @@ class MFSLLM(ToolResponses, MFSFields):
         overrides = rename_max_tokens({name: value for name, value in kwargs.items() if name not in _TOOL_KEYS and name != "stop"})
         settings = settings_from_fields({**self._field_values(), **overrides}, base=self._base)
         engine = self._engine_for(settings)
-        response_format = kwargs.get("response_format")
-        if isinstance(response_format, dict):
-            response_format = ResponseFormat(response_format["type"], response_format.get("schema"))
-        plan = plan_call(engine.backend, settings, tools=kwargs.get("tools"), tool_choice=kwargs.get("tool_choice"),
-                         response_format=response_format)
-        rendered = render(engine, settings, plan)
+        tool_kwargs = ToolKwargs(kwargs.get("tools"), kwargs.get("tool_choice"),
+                                 ResponseFormat.coerce(kwargs.get("response_format")))
+        call = prepare(engine, settings, tool_kwargs)
         logger.debug("decoding with %s: M=%d N=%d seed=%d", self.method, settings.step_beam_size,
                      settings.num_rollouts, settings.seed)
-        answer_key = plan.vote if plan.uses_actions else None
-        future = engine.submit_prompts(
-            [rendered], settings=settings, method=self.method, on_event=on_event, answer_key=answer_key
-        )[0]
-        return future, stop, plan
+        future = submit_calls(engine, [call], settings, method=self.method, on_event=on_event)[0]
+        return future, stop, call
 
     def _wait(self, future: Future) -> DecodeResult:
         """The decode's result, waiting at most ``timeout`` seconds.
@@ -294,25 +292,25 @@ class MFSLLM(ToolResponses, MFSFields):
         return (await await_results([future], self.timeout))[0]
 
     async def _asubmit(
-        self, render: _Render, kwargs: dict[str, Any], *, tools_allowed: bool = False
-    ) -> tuple[Future, list[str] | None, CallPlan]:
+        self, prepare: _Prepare, kwargs: dict[str, Any], *, tools_allowed: bool = False
+    ) -> tuple[Future, list[str] | None, PreparedCall]:
         """:meth:`_submit` in a worker thread: settings, rendering (and a model load) off the loop."""
-        return await asyncio.to_thread(self._submit, render, kwargs, tools_allowed=tools_allowed)
+        return await asyncio.to_thread(self._submit, prepare, kwargs, tools_allowed=tools_allowed)
 
     def _submit_stream(
-        self, render: _Render, kwargs: dict[str, Any], *, tools_allowed: bool = False
-    ) -> tuple[DecodeStream, list[str] | None, CallPlan]:
+        self, prepare: _Prepare, kwargs: dict[str, Any], *, tools_allowed: bool = False
+    ) -> tuple[DecodeStream, list[str] | None, PreparedCall]:
         """:meth:`_submit`, with the decode's events delivered to the caller (see :meth:`_events`)."""
         stream = DecodeStream()
-        future, stop, plan = self._submit(render, kwargs, on_event=stream.put, tools_allowed=tools_allowed)
+        future, stop, call = self._submit(prepare, kwargs, on_event=stream.put, tools_allowed=tools_allowed)
         stream.attach([future])
-        return stream, stop, plan
+        return stream, stop, call
 
     async def _asubmit_stream(
-        self, render: _Render, kwargs: dict[str, Any], *, tools_allowed: bool = False
-    ) -> tuple[DecodeStream, list[str] | None, CallPlan]:
+        self, prepare: _Prepare, kwargs: dict[str, Any], *, tools_allowed: bool = False
+    ) -> tuple[DecodeStream, list[str] | None, PreparedCall]:
         """:meth:`_submit_stream` in a worker thread."""
-        return await asyncio.to_thread(self._submit_stream, render, kwargs, tools_allowed=tools_allowed)
+        return await asyncio.to_thread(self._submit_stream, prepare, kwargs, tools_allowed=tools_allowed)
 
     @staticmethod
     def _dispatched(event: DecodeEvent) -> DecodeEvent:
@@ -343,32 +341,37 @@ class MFSLLM(ToolResponses, MFSFields):
         )
 
     # --- prompts -------------------------------------------------------------------------
-    def _completion_prompt(self, prompt: str, formatted: bool) -> _Render:
-        """Renders ``prompt`` (after ``completion_to_prompt`` unless ``formatted``) by the prompt format."""
+    def _completion_prompt(self, prompt: str, formatted: bool) -> _Prepare:
+        """Prepares ``prompt`` (after ``completion_to_prompt`` unless ``formatted``) by the prompt format."""
         text = prompt if formatted else self.completion_to_prompt(prompt)
-        return lambda engine, settings, plan: engine.render(text, settings)
+        return lambda engine, settings, call: prepare_prompts(
+            engine, settings, [text], response_format=call.response_format)[0]
 
-    def _chat_prompt(self, messages: Sequence[ChatMessage]) -> _Render:
-        """Renders ``messages`` with the chat template, or ``messages_to_prompt`` in raw format."""
+    def _chat_prompt(self, messages: Sequence[ChatMessage]) -> _Prepare:
+        """Prepares ``messages`` with the chat template (:func:`~mfs_core.tools.call.prepare_call`), or
+        joined by ``messages_to_prompt`` in raw format (no tools there)."""
 
-        def render(engine: MFSEngine, settings: MFSSettings, plan: CallPlan) -> str:
+        def prepare(engine: MFSEngine, settings: MFSSettings, call: ToolKwargs) -> PreparedCall:
             if not self._uses_chat_template(settings.prompt_format):
+                plan = plan_call(engine.backend, settings, tools=call.tools, tool_choice=call.tool_choice)
                 if plan.prompt_tools() is not None:
                     msg = f"tools need the chat template, but prompt_format={settings.prompt_format!r}"
                     raise ValueError(msg)
-                return engine.render(self.messages_to_prompt(messages), settings)
-            return plan.render(engine, settings, [message_dict(i, message) for i, message in enumerate(messages)])
+                return prepare_prompts(engine, settings, [self.messages_to_prompt(messages)],
+                                       response_format=call.response_format)[0]
+            return prepare_call(engine, settings, [message_dict(i, message) for i, message in enumerate(messages)],
+                                tools=call.tools, tool_choice=call.tool_choice, response_format=call.response_format)
 
-        return render
+        return prepare
 
     # --- responses (built by llamaindex_mfs._responses) ---------------------------------
-    def _chat_stream(self, stream: DecodeStream, stop: list[str] | None, plan: CallPlan) -> ChatResponseGen:
+    def _chat_stream(self, stream: DecodeStream, stop: list[str] | None, call: PreparedCall) -> ChatResponseGen:
         """Thinking chunks while the search runs, then the answer chunks (sync)."""
         reasoning = ReasoningText()
         for event in stream_events(stream, self.timeout):
             yield thinking_chunk(reasoning, self._dispatched(event))
             if isinstance(event, StopEvent):
-                yield from chat_chunks(event.result, stop, plan, thinking=reasoning.text)
+                yield from chat_chunks(event.result, stop, call, thinking=reasoning.text)
 
     # --- structured output ---------------------------------------------------------------
     def _json_kwargs(self, output_cls: type[BaseModel], llm_kwargs: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -541,8 +544,8 @@ class MFSLLM(ToolResponses, MFSFields):
             ValueError: a non-text content block, an unknown role, or no text at all.
             ToolsNotSupportedError: tools on a model whose template does not render them.
         """
-        future, stop, plan = self._submit(self._chat_prompt(messages), kwargs, tools_allowed=True)
-        return chat_response(self._wait(future), stop, plan)
+        future, stop, call = self._submit(self._chat_prompt(messages), kwargs, tools_allowed=True)
+        return chat_response(self._wait(future), stop, call)
 
     @llm_chat_callback()
     def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
@@ -556,26 +559,26 @@ class MFSLLM(ToolResponses, MFSFields):
         :class:`~llamaindex_mfs.events.MFSStepEvent` (then :class:`~llamaindex_mfs.events.MFSStopEvent`).
         Then the answer: messages with the whole thinking, the cumulative text and its ``delta``.
         """
-        stream, stop, plan = self._submit_stream(self._chat_prompt(messages), kwargs, tools_allowed=True)
-        return self._chat_stream(stream, stop, plan)
+        stream, stop, call = self._submit_stream(self._chat_prompt(messages), kwargs, tools_allowed=True)
+        return self._chat_stream(stream, stop, call)
 
     @llm_chat_callback()
     async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
         """Async :meth:`chat`: settings, rendering and decoding never block the event loop."""
-        future, stop, plan = await self._asubmit(self._chat_prompt(messages), kwargs, tools_allowed=True)
-        return chat_response(await self._await(future), stop, plan)
+        future, stop, call = await self._asubmit(self._chat_prompt(messages), kwargs, tools_allowed=True)
+        return chat_response(await self._await(future), stop, call)
 
     @llm_chat_callback()
     async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseAsyncGen:
         """Async :meth:`stream_chat`: the same responses and events, never blocking the loop."""
-        stream, stop, plan = await self._asubmit_stream(self._chat_prompt(messages), kwargs, tools_allowed=True)
+        stream, stop, call = await self._asubmit_stream(self._chat_prompt(messages), kwargs, tools_allowed=True)
 
         async def gen() -> ChatResponseAsyncGen:
             reasoning = ReasoningText()
             async for event in astream_events(stream, self.timeout):
                 yield thinking_chunk(reasoning, self._dispatched(event))
                 if isinstance(event, StopEvent):
-                    for chunk in chat_chunks(event.result, stop, plan, thinking=reasoning.text):
+                    for chunk in chat_chunks(event.result, stop, call, thinking=reasoning.text):
                         yield chunk
 
         return gen()

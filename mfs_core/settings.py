@@ -11,18 +11,16 @@ field and the value (:func:`mfs_core.errors.format_validation_error` prints it o
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import warnings
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, create_model, field_validator, model_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationError, create_model, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from mfs_core.errors import closest, one_line, unknown_name_message
+from mfs_core.backend_identity import BACKEND_FIELDS, BackendIdentity
+from mfs_core.errors import one_line, unknown_name_message
+from mfs_core.settings_env import ENV_PREFIX, UnknownSettingWarning, environment_sources, warn_unknown_env
 
 __all__ = [
     "ABLATION_FIELDS", "BACKEND_FIELDS", "DEMO_ASSISTANT_PREFIX", "DEMO_MODEL", "ENV_PREFIX", "BackendSettings",
@@ -33,15 +31,6 @@ DEMO_MODEL = "mfs-demo"
 DEMO_ASSISTANT_PREFIX = "The reasoning steps are:\n\n"
 """The φ-Decoding release's assistant prefix, on which the demo model was trained: what
 ``assistant_prefix=None`` means for :data:`DEMO_MODEL` (:func:`mfs_core.prompts.assistant_prefix`)."""
-ENV_PREFIX = "MFS_"
-_NOT_SETTINGS = frozenset({"MFS_DATA_DIR"})
-"""``MFS_*`` environment variables that are no setting but are read elsewhere (the tests' data)."""
-_NOT_SETTING_PREFIXES = ("MFS_SERVER_",)
-"""Prefixes of ``MFS_*`` variables read elsewhere: ``mfs serve``'s own (:class:`mfs_core.serve.ServerSettings`)."""
-
-
-class UnknownSettingWarning(UserWarning):
-    """An ``MFS_*`` environment variable or ``.env`` entry names no setting (it is ignored)."""
 
 _VLLM_MANAGED_KWARGS = frozenset(
     {"model", "tokenizer", "tensor_parallel_size", "dtype", "gpu_memory_utilization", "max_model_len",
@@ -81,7 +70,7 @@ class MFSSettings(BaseSettings):
         unknown = [name for name in values if not name.startswith("_") and name not in type(self).model_fields]
         if unknown:
             raise TypeError(unknown_name_message("MFSSettings", unknown, type(self).model_fields, what="setting"))
-        _warn_unknown_env(values.get("_env_file", type(self).model_config.get("env_file")))
+        warn_unknown_env(values.get("_env_file", type(self).model_config.get("env_file")), type(self).model_fields)
         try:
             super().__init__(**values)
         except ValidationError as exc:
@@ -174,6 +163,13 @@ class MFSSettings(BaseSettings):
         description="backend='openai': whether the servers return n samples per request. 'yes': vLLM; 'no': "
         "llama.cpp's server, Ollama (a request with n > 1 goes out as n requests with n=1 and distinct seeds); "
         "'auto': send n, and fan out from the first answer that has one choice or refuses n.",
+    )
+    replica_routing: Literal["affinity", "spread"] = Field(
+        default="affinity",
+        description="backend='openai' with several base_urls: which replica each request goes to. 'affinity': the "
+        "replica that was sent the longest prefix of its prompt (a decode's candidates and rollouts share the question "
+        "and the path so far, so its replica's prefix cache prefills them once), spilling to the least-loaded replica "
+        "past 1.5x the mean work in flight; 'spread': by expected work alone, each round on its own.",
     )
     tokenizer: str | None = Field(
         default=None,
@@ -558,13 +554,6 @@ class MFSSettings(BaseSettings):
         return self.backend_settings.identity()
 
 
-BACKEND_FIELDS: tuple[str, ...] = (
-    "backend", "model", "device", "dtype", "batch_size", "base_urls", "api_key", "request_timeout", "max_retries",
-    "server_n", "tokenizer", "num_parameters", "tensor_parallel_size", "gpu_memory_utilization", "kv_cache_gib",
-    "max_model_len", "enable_prefix_caching", "vllm_kwargs", "scheduling",
-)
-"""The :class:`MFSSettings` fields that choose, load and reach the model (the rest choose how to decode)."""
-
 ABLATION_FIELDS: tuple[str, ...] = (
     "share_foresight", "reuse_rollouts", "vote_rollouts", "answer_stop_confidence", "convergence_min_paths",
     "early_stopping", "width_pruning", "convergence_finish", "baseline", "selection", "max_finished_fraction",
@@ -579,63 +568,9 @@ sets ``share_foresight=False``, ...), or says that none does. Still set flat, as
 the same names carry the same descriptions."""
 
 
-class _BackendIdentity(BaseModel):
-    """Equality, hash and differences of :class:`BackendSettings` (its fields come from MFSSettings)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", protected_namespaces=())
-
-    def _compared(self, name: str) -> Any:
-        """Field ``name`` as it is compared: what it means for the model that gets loaded.
-
-        ``device="auto"`` is resolved (to ``"cuda"`` when torch sees a GPU, else ``"cpu"``), so
-        ``"auto"`` and the device it means share one model; the device counts only for
-        ``backend='transformers'`` (the others never use it, and need no torch). The API key
-        enters only as a digest; lists and dicts as tuples and JSON.
-        """
-        value = getattr(self, name)
-        if name == "device":
-            return _resolve_device(value) if self.backend == "transformers" else None
-        if name == "api_key":
-            secret = value.get_secret_value() if value is not None else None
-            return hashlib.sha256(secret.encode()).hexdigest()[:16] if secret is not None else None
-        if name == "base_urls":
-            return tuple(value)
-        if name == "vllm_kwargs":
-            return json.dumps(value, sort_keys=True, default=repr)
-        return value
-
-    def identity(self) -> tuple:
-        """One hashable value per field (:meth:`_compared`), in :data:`BACKEND_FIELDS` order."""
-        return tuple(self._compared(name) for name in BACKEND_FIELDS)
-
-    def differences(self, other: BackendSettings) -> list[str]:
-        """Names of the fields whose compared values differ from ``other``'s, in field order.
-
-        Equal values are not compared further (so equal settings never import torch to
-        resolve ``device="auto"``).
-        """
-        return [
-            name for name in BACKEND_FIELDS
-            if getattr(self, name) != getattr(other, name) and self._compared(name) != other._compared(name)
-        ]
-
-    def shown(self, name: str) -> str:
-        """Field ``name`` for a message: its repr, the API key masked as ``'**********'``."""
-        value = getattr(self, name)
-        return repr("**********") if name == "api_key" and value is not None else repr(value)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, _BackendIdentity):
-            return NotImplemented
-        return not self.differences(other)
-
-    def __hash__(self) -> int:
-        return hash(self.identity())
-
-
 BackendSettings = create_model(
     "BackendSettings",
-    __base__=_BackendIdentity,
+    __base__=BackendIdentity,
     __module__=__name__,
     __doc__="""The settings that choose, load and reach the model: ``MFSSettings.backend_settings``.
 
@@ -649,59 +584,9 @@ BackendSettings = create_model(
 )
 
 
-def environment_sources(env_file: Any = ".env") -> dict[str, str]:
-    """Where each ``MFS_*`` name of the environment and of ``env_file`` comes from.
-
-    Args:
-        env_file: the ``.env`` path (or paths) pydantic-settings reads; None: none.
-
-    Returns:
-        Upper-case variable name -> ``"MFS_X"`` (the environment, which wins) or
-        ``"MFS_X in .env"``; names that are no setting included (see :func:`setting_sources`).
-    """
-    found: dict[str, str] = {}
-    files = env_file if isinstance(env_file, (list, tuple)) else [env_file] if env_file else []
-    for path in files:
-        path = Path(path).expanduser()
-        if path.is_file():
-            from dotenv import dotenv_values  # pydantic-settings' own .env reader
-
-            for key in dotenv_values(path):
-                if key.upper().startswith(ENV_PREFIX):
-                    found[key.upper()] = f"{key.upper()} in {path}"
-    for key in os.environ:
-        if key.upper().startswith(ENV_PREFIX):
-            found[key.upper()] = key.upper()
-    return found
-
-
 def setting_sources(env_file: Any = ".env") -> dict[str, str]:
     """Settings given by ``MFS_*`` variables or ``.env``: field name -> where (``"MFS_SEED"``)."""
     fields = MFSSettings.model_fields
     sources = environment_sources(env_file)
     return {name[len(ENV_PREFIX):].lower(): origin for name, origin in sources.items()
             if name[len(ENV_PREFIX):].lower() in fields}
-
-
-def _warn_unknown_env(env_file: Any) -> None:
-    """Warn for each ``MFS_*`` name of the environment or ``env_file`` that is no setting."""
-    fields = MFSSettings.model_fields
-    for name, origin in sorted(environment_sources(env_file).items()):
-        field = name[len(ENV_PREFIX):].lower()
-        if field in fields or name in _NOT_SETTINGS or name.startswith(_NOT_SETTING_PREFIXES):
-            continue
-        guess = closest(field, fields)
-        hint = f"; did you mean {ENV_PREFIX}{guess.upper()}?" if guess else ""
-        where = f" ({origin.split(' in ', 1)[1]})" if " in " in origin else ""
-        warnings.warn(f"{name}{where} is not an MFS setting and is ignored{hint}", UnknownSettingWarning, stacklevel=3)
-
-
-def _resolve_device(device: str) -> str:
-    """``"auto"`` as the device it selects (imports torch only when asked and installed)."""
-    if device != "auto":
-        return device
-    try:
-        import torch
-    except ImportError:
-        return "cpu"
-    return "cuda" if torch.cuda.is_available() else "cpu"

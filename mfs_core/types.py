@@ -23,7 +23,10 @@ __all__ = [
     "TriggeredChoice",
 ]
 
-FinishReason = Literal["stop", "length", "eos"]
+FinishReason = Literal["stop", "length", "eos", "abort"]
+"""Why a continuation ended: a stop string, ``max_tokens``, the EOS token, or ``"abort"``: its request's
+:attr:`GenerationRequest.cancel` was set mid-call (the decode that asked was abandoned; such
+continuations go to no decoder: the engine fails the decode at the end of the call)."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,13 @@ class GenerationRequest:
             every backend (transformers: xgrammar's matcher, raw log-probs reported; vLLM:
             structured outputs; HTTP: the server's ``structured_outputs`` field; both
             report the constrained tokens' log-probs renormalised over the allowed tokens).
+        cancel: an event the engine sets when the decode that made the request is abandoned
+            (disconnect, deadline), or None. The transformers backend checks it between tokens
+            and ends the request's rows at once (``finish_reason="abort"``), so an abandoned
+            decode stops generating within one token step, not one round; the HTTP backend's
+            calls are cancelled by the continuous scheduler instead; vLLM's offline
+            ``LLM.generate`` cannot stop one request of a batch and ignores it. Not compared
+            or hashed (two requests that differ only here are equal).
         top_logprobs: ``k``, how many of the most likely raw log-probs each sampled position
             reports, reduced to :attr:`Continuation.token_confidences` (DeepConf's token
             confidence, :func:`mfs_core.confidence.token_confidence`); 0, the default, asks for
@@ -127,6 +137,7 @@ class GenerationRequest:
     triggered_choice: TriggeredChoice | None = None
     grammar: RequestGrammar | None = None
     top_logprobs: int = 0
+    cancel: Any = field(default=None, compare=False, repr=False)  # a threading.Event, or None
 
     def __post_init__(self) -> None:
         if not isinstance(self.prompt, str):

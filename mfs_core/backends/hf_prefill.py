@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mfs_core.backends.hf_headroom import HeadroomLayer
+
 __all__ = ["PrefillStats", "SharedPrefill", "cache_argument", "output_cache"]
 
 logger = logging.getLogger(__name__)
@@ -126,7 +128,7 @@ class SharedPrefill:
         self.prefill_stats.forward_passes += 1
         return output_cache(out), out.logits[:, -1, :].float(), mask, positions[:, -1:] + 1
 
-    def _prefill_shared(self, prompts: list[list[int]]) -> tuple[Any, Any, Any, Any] | None:
+    def _prefill_shared(self, prompts: list[list[int]], headroom: int | None = None) -> tuple[Any, Any, Any, Any] | None:
         """Prefill each node of the prompts' token trie once, then fan the caches out to rows.
 
         Level by level, each group of distinct prompts runs the tokens they all share beyond
@@ -173,7 +175,8 @@ class SharedPrefill:
             groups, parents = _split_groups(groups, segments, unique, cache, mask, logits, finals)
             if groups:
                 mask = _fan_out(cache, mask, parents, padding)
-        return _compact_prefill(template, [finals[u] for u in range(len(unique))], row_prompt, self.model.device)
+        return _compact_prefill(template, [finals[u] for u in range(len(unique))], row_prompt, self.model.device,
+                                headroom)
 
     def _prefill_level(self, groups: list[_Group], segments: list[tuple[int, ...]], cache: Any, mask: Any,
                        layers: int) -> tuple[Any, Any, Any, Any] | None:
@@ -349,7 +352,7 @@ def _fan_out(cache: Any, mask: Any, parents: list[int], padding: Any) -> Any:
 
 
 def _compact_prefill(template: Any, finals: list[_Final], row_prompt: list[int],
-                     device: Any) -> tuple[Any, Any, Any, Any]:
+                     device: Any, headroom: int | None = None) -> tuple[Any, Any, Any, Any]:
     """The prefill's result from each distinct prompt's final state: row ``i`` gets prompt
     ``row_prompt[i]``'s.
 
@@ -362,6 +365,9 @@ def _compact_prefill(template: Any, finals: list[_Final], row_prompt: list[int],
         finals: the ``U`` distinct prompts' states, in index order.
         row_prompt: each of the ``B`` rows' index into ``finals``.
         device: where the new tensors go (the model's device).
+        headroom: tokens the rows may still sample: full-attention layers become
+            :class:`~mfs_core.backends.hf_headroom.HeadroomLayer` s with that room, written once
+            (None: the template's own layers, grown by ``torch.cat`` per token).
 
     Returns:
         As :meth:`TransformersBackend._prefill_rows`: ``(template, logits [B, vocab], mask
@@ -373,16 +379,23 @@ def _compact_prefill(template: Any, finals: list[_Final], row_prompt: list[int],
     real = [state.mask.nonzero().squeeze(1) for state in finals]
     rows = torch.tensor(row_prompt, dtype=torch.long, device=device)
 
-    def compact(tensors: list[Any]) -> Any:
-        """Per-prompt ``[heads, slots, dim]`` states to ``[B, heads, L, dim]``, real slots right-aligned."""
+    def distinct(tensors: list[Any]) -> Any:
+        """Per-prompt ``[heads, slots, dim]`` states to ``[U, heads, L, dim]``, real slots right-aligned."""
         heads, _, dim = tensors[0].shape
         out = tensors[0].new_zeros((len(tensors), heads, width, dim))
         for u, (t, index) in enumerate(zip(tensors, real)):
             out[u, :, width - len(index):] = t.index_select(1, index)
-        return out.index_select(0, rows)
+        return out
+
+    from transformers.cache_utils import DynamicLayer
 
     for i, layer in enumerate(template.layers):
-        layer.update(compact([state.layers[i][0] for state in finals]), compact([state.layers[i][1] for state in finals]))
+        keys, values = distinct([state.layers[i][0] for state in finals]), distinct([state.layers[i][1] for state in finals])
+        if headroom is not None and type(layer) is DynamicLayer:  # the rows written once, with room to grow
+            template.layers[i] = grown = HeadroomLayer(headroom)
+            grown.fill_rows(keys, values, rows)
+        else:
+            layer.update(keys.index_select(0, rows), values.index_select(0, rows))
     mask = torch.zeros((len(finals), width), dtype=torch.long, device=device)
     for u, state in enumerate(finals):
         mask[u, width - state.length:] = 1

@@ -82,6 +82,7 @@ from mfs_core.errors import ContextWindowError
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest
 from mfs_core.backends.openai_retry import RetryingSender
+from mfs_core.backends.replica_routing import ReplicaRouter, ReplicaRouting
 from mfs_core.backends.openai_wire import (  # the wire format: parsing, errors, replica spread
     _import_httpx,
     _normalise_url,
@@ -137,6 +138,10 @@ class OpenAIBackend(RetryingSender):
             (send ``n``; the first answer with one choice, or an error about ``n`` / choices,
             switches to ``"no"`` for the rest of this backend's life, and the requests it
             met are sent again fanned out).
+        replica_routing: which replica each POST goes to (:mod:`mfs_core.backends.replica_routing`):
+            ``"affinity"`` (the replica holding the longest prefix of the prompt, within a load
+            bound) or ``"spread"`` (by work alone, each call on its own). Failover is the same
+            under both: a failed POST is retried on the next replica.
 
     Implements :class:`mfs_core.backends.base.Backend`.
     """
@@ -159,6 +164,7 @@ class OpenAIBackend(RetryingSender):
         vllm_extensions: bool = True,
         extra_body: dict[str, Any] | None = None,
         server_n: ServerN = "auto",
+        replica_routing: ReplicaRouting = "affinity",
     ) -> None:
         if isinstance(base_urls, str) or not base_urls:
             msg = f"base_urls must be a non-empty list of server URLs, got {base_urls!r}"
@@ -172,6 +178,7 @@ class OpenAIBackend(RetryingSender):
             raise ValueError(msg)
         self.httpx = _import_httpx()
         self.base_urls = [_normalise_url(url) for url in base_urls]
+        self.router = ReplicaRouter(len(self.base_urls), replica_routing)
         self.model_name = model
         self.tokenizer = tokenizer
         self.timeout = timeout
@@ -224,6 +231,7 @@ class OpenAIBackend(RetryingSender):
             settings.base_urls, settings.model, tokenizer=tokenizer, api_key=settings.api_key,
             timeout=settings.request_timeout, max_retries=settings.max_retries, context_window=settings.max_model_len,
             num_parameters=settings.num_parameters, config_source=source, server_n=settings.server_n,
+            replica_routing=settings.replica_routing,
         )
 
     # --- Backend protocol ------------------------------------------------------------------
@@ -293,6 +301,14 @@ class OpenAIBackend(RetryingSender):
             return []
         flat, groups = self._expand(requests)
         jobs = self._prepare(flat)
+        try:
+            return self._send_jobs(requests, flat, groups, jobs)
+        finally:
+            self.router.release(flat, [job[3] for job in jobs])
+
+    def _send_jobs(self, requests: Sequence[GenerationRequest], flat: list[GenerationRequest], groups: list[list[int]],
+                   jobs: list[tuple[Any, ...]]) -> list[list[Continuation]]:
+        """:meth:`generate`'s POSTs, sent by the pooled sync client; the continuations per request."""
         executor, client = self._sync_resources()
         outcomes: list[Any] = [None] * len(jobs)
 
@@ -316,6 +332,14 @@ class OpenAIBackend(RetryingSender):
             return []
         flat, groups = self._expand(requests)
         jobs = await asyncio.to_thread(self._prepare, flat)  # tokenizing, maybe GET /v1/models
+        try:
+            return await self._asend_jobs(requests, flat, groups, jobs)
+        finally:
+            self.router.release(flat, [job[3] for job in jobs])
+
+    async def _asend_jobs(self, requests: Sequence[GenerationRequest], flat: list[GenerationRequest],
+                          groups: list[list[int]], jobs: list[tuple[Any, ...]]) -> list[list[Continuation]]:
+        """:meth:`agenerate`'s POSTs, sent by the event loop's pooled async client."""
         loop = asyncio.get_running_loop()
         client = self._async_clients.get(loop)
         if client is None:
@@ -458,8 +482,17 @@ class OpenAIBackend(RetryingSender):
     ) -> list[tuple[int, GenerationRequest, dict[str, Any], int, int | None]]:
         """``(index, request, body, replica, prompt_tokens)`` per request; checks the context window."""
         self._warn_grammars(requests)
-        replicas = assign_replicas(requests, len(self.base_urls))
-        window = self.context_window
+        window = self.context_window  # may GET /v1/models: before any work is held on a replica
+        replicas = self.router.assign(requests)
+        try:
+            return self._bodies(requests, replicas, window)
+        except BaseException:
+            self.router.release(requests, replicas)
+            raise
+
+    def _bodies(self, requests: Sequence[GenerationRequest], replicas: list[int],
+                window: int) -> list[tuple[int, GenerationRequest, dict[str, Any], int, int | None]]:
+        """The POST body of each request (see :meth:`_prepare`)."""
         jobs = []
         for i, (request, replica) in enumerate(zip(requests, replicas)):
             prompt_tokens = None

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from mfs_core.backends.replica_routing import assign_replicas  # kept importable here (its former home)
 from mfs_core.errors import MFSError
 from mfs_core.types import Continuation, FinishReason, GenerationRequest
 
@@ -100,24 +101,6 @@ def _normalise_url(url: str) -> str:
     """``http://host:8000`` becomes ``http://host:8000/v1``; a URL with a path is kept as is."""
     url = url.rstrip("/")
     return url + "/v1" if urlsplit(url).path in ("", "/") else url
-
-
-def assign_replicas(requests: Sequence[GenerationRequest], replicas: int) -> list[int]:
-    """Spread the requests of a round over ``replicas`` servers by expected work.
-
-    Greedy: each request, in order, goes to the replica with the least ``n · max_tokens``
-    assigned so far (ties: the lowest index). Deterministic, and a call changes nothing.
-
-    Returns:
-        The replica index of each request.
-    """
-    load = [0] * replicas
-    assigned = []
-    for request in requests:
-        replica = min(range(replicas), key=lambda r: (load[r], r))
-        load[replica] += request.n * request.max_tokens
-        assigned.append(replica)
-    return assigned
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -76,6 +76,7 @@ from mfs_core.models import demo_model_path, resolve_model_path
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest
 from mfs_core.backends.hf_constraints import GrammarConstraints
+from mfs_core.backends.hf_headroom import headroom_cache
 from mfs_core.backends.hf_prefill import (
     PrefillStats,
     SharedPrefill,
@@ -135,6 +136,10 @@ class TransformersBackend(SharedPrefill, GrammarConstraints):
         incremental_stops: search only the text each row added since the last check (plus
             a tail of ``max(len(stop)) - 1`` characters); False re-decodes every row's whole
             text at every token (the path before issue 14).
+        grow_in_place: keep the KV cache in buffers with room for the tokens a row may still
+            sample and write each token in place (:mod:`mfs_core.backends.hf_headroom`); False
+            grows it by ``torch.cat`` per token, a copy of the whole cache (transformers'
+            ``DynamicLayer``, the path before issue 45; kept for comparison).
 
     Attributes:
         prefill_stats: :class:`PrefillStats` counters (reset with ``PrefillStats()``).
@@ -143,7 +148,7 @@ class TransformersBackend(SharedPrefill, GrammarConstraints):
     """
 
     def __init__(self, model: Any, tokenizer: Any, model_name: str, batch_size: int = 512, *,
-                 prefix_sharing: bool = True, incremental_stops: bool = True) -> None:
+                 prefix_sharing: bool = True, incremental_stops: bool = True, grow_in_place: bool = True) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.model_name = model_name
@@ -152,6 +157,7 @@ class TransformersBackend(SharedPrefill, GrammarConstraints):
         self._cache_arg = cache_argument(model)
         self._keep_logits = _keeps_logits(model)
         self.incremental_stops = incremental_stops
+        self.grow_in_place = grow_in_place
         self.prefill_stats = PrefillStats()
         self._num_parameters = sum(p.numel() for p in model.parameters())
         if tokenizer.pad_token_id is None:
@@ -288,6 +294,9 @@ class TransformersBackend(SharedPrefill, GrammarConstraints):
             generators.append(generator)
         with torch.inference_mode():
             for chunk in _chunks_by_request(rows, self.batch_size):
+                cancels = [(i, r.cancel) for i, r in enumerate(requests) if r.cancel is not None]
+                if cancels and not _abort_cancelled([rows[i] for i in chunk], cancels):
+                    continue  # every row of the chunk belongs to an abandoned decode: not even prefilled
                 self._sample_chunk([rows[i] for i in chunk], [row_prompts[i] for i in chunk], requests, generators)
         results: list[list[Continuation]] = [[] for _ in requests]
         for row in rows:
@@ -309,14 +318,22 @@ class TransformersBackend(SharedPrefill, GrammarConstraints):
 
         device = self.model.device
         pad = self.tokenizer.pad_token_id
-        prefilled = self._prefill_shared(prompts) if self.prefix_sharing else None
+        # the cache grows in place by up to this many tokens (None: by torch.cat, DynamicLayer's way)
+        headroom = max(row.max_tokens for row in rows) if self.grow_in_place else None
+        prefilled = self._prefill_shared(prompts, headroom) if self.prefix_sharing else None
         if prefilled is None:
-            prefilled = self._prefill_rows(prompts)
-        cache, logits, mask, next_position = prefilled
+            cache, logits, mask, next_position = self._prefill_rows(prompts)
+            if headroom is not None:
+                cache = headroom_cache(cache, headroom)
+        else:
+            cache, logits, mask, next_position = prefilled
         temperature = torch.tensor([requests[r.request].temperature for r in rows], device=device).unsqueeze(1)
         top_p = torch.tensor([requests[r.request].top_p for r in rows], device=device)
         active = list(range(len(rows)))  # row index of each batch position
+        cancels = [(index, request.cancel) for index, request in enumerate(requests) if request.cancel is not None]
         while True:
+            if cancels:
+                _abort_cancelled([rows[i] for i in active], cancels)
             raw = torch.log_softmax(logits, dim=-1)
             sampled = self._mask_choices(logits, [rows[i] for i in active], requests)
             sampled = self._mask_grammar(sampled, [rows[i] for i in active])
@@ -428,6 +445,19 @@ class TransformersBackend(SharedPrefill, GrammarConstraints):
                 row.text = text[:cut]
                 row.finish_reason = "stop"
                 row.stop_reason = stop
+
+
+def _abort_cancelled(rows: list[_Row], cancels: list[tuple[int, Any]]) -> int:
+    """End the unfinished ``rows`` whose request's cancel event is set (``finish_reason="abort"``);
+    ``cancels`` holds ``(request index, event)`` of the requests that carry one. Returns how many of
+    ``rows`` are still unfinished."""
+    cancelled = {index for index, event in cancels if event.is_set()}
+    left = 0
+    for row in rows:
+        if row.finish_reason is None and row.request in cancelled:
+            row.finish_reason = "abort"
+        left += row.finish_reason is None
+    return left
 
 
 def _chunks_by_request(rows: list[_Row], batch_size: int) -> list[list[int]]:

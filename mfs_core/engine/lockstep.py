@@ -8,6 +8,8 @@ the backend. A round waits for its longest request; a new decode waits for the r
 
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 import threading
 import time
@@ -30,7 +32,9 @@ class LockstepScheduler(Scheduler):
     Failure handling (each case has a test in ``tests/stress``): a round whose batched
     ``generate`` raises, returns malformed output (:func:`check_outputs`) or outlives the
     decodes' ``generate_timeout`` is retried one decode at a time, so only the decode that
-    causes it fails; an abandoned decode is dropped at the next round boundary; if the
+    causes it fails; an abandoned decode is dropped at the next round boundary, and its requests
+    in the round in flight carry its stop event (:attr:`~mfs_core.types.GenerationRequest.cancel`),
+    so the transformers backend ends their rows within one token step; if the
     worker thread itself dies, every decode it held fails with a ``RuntimeError`` and the
     next submission starts a new worker.
     """
@@ -145,7 +149,8 @@ class LockstepScheduler(Scheduler):
             live = self._live
             if not live:
                 continue
-            batch = [request for job in live for request in job.pending]
+            # each request carries its decode's stop event: a backend that can, stops an abandoned decode mid-call
+            batch = [dataclasses.replace(request, cancel=job.future.stopped) for job in live for request in job.pending]
             timeouts = [job.timeout for job in live if job.timeout is not None]
             timeout = min(timeouts) if timeouts else None
             try:
@@ -160,6 +165,9 @@ class LockstepScheduler(Scheduler):
                 if outputs is not None:
                     share = outputs[offset : offset + count]
                     offset += count
+                    if job.future.abandoned:  # its rows may have ended mid-call ("abort"): no decoder sees them
+                        self._fail(job, CancelledError(getattr(job.future, "abandon_reason", "abandoned")))
+                        continue
                 else:
                     if job.future.abandoned:
                         self._fail(job, CancelledError(getattr(job.future, "abandon_reason", "abandoned")))

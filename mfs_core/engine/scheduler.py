@@ -99,19 +99,24 @@ class DecodeFuture(Future):
     def __init__(self) -> None:
         super().__init__()
         self.abandoned = False
+        self.stopped = threading.Event()
+        """Set by :meth:`abandon`; the lockstep scheduler puts it on the decode's requests
+        (:attr:`~mfs_core.types.GenerationRequest.cancel`), so a backend that can stop mid-call does."""
         self.on_abandon: Callable[[], None] | None = None
         """Called (on the abandoning thread) once the decode is abandoned; the continuous scheduler cancels
         the decode's call in flight with it."""
 
     def abandon(self, reason: str = "the caller abandoned the decode") -> None:
         """Drop this decode at the next round boundary (``scheduling="continuous"``: at once, its call in
-        flight cancelled); its result becomes ``CancelledError``.
+        flight cancelled; the transformers backend under lockstep: its rows of the round in flight end
+        within one token step); its result becomes ``CancelledError``.
 
         A no-op when the decode is already done. Thread-safe (a flag read by the worker).
         """
         if not self.done():
             self.abandon_reason = reason
             self.abandoned = True
+            self.stopped.set()
             self.cancel()  # succeeds while the worker has not taken the decode up yet
             if self.on_abandon is not None:
                 self.on_abandon()

@@ -58,7 +58,7 @@ from mfs_core.serve.responses_api import parse_responses, response_object
 from mfs_core.serve.schemas import RequestError, ServeCall, parse_chat, parse_completion
 from mfs_core.serve.streams import chat_stream, responses_stream
 from mfs_core.streaming import DecodeStream, ReasoningText
-from mfs_core.tools.call import CallPlan, prepare_call
+from mfs_core.tools.call import PreparedCall, prepare_call, prepare_prompts, submit_calls
 from mfs_core.tools.parsers import ParsedOutput
 from mfs_core.types import DecodeResult
 
@@ -69,13 +69,11 @@ logger = logging.getLogger("mfs_core.serve")
 
 @dataclass
 class _Prepared:
-    """A call rendered for the engine: its prompts, vote key, plan and prompt tokens; once submitted
+    """A call rendered for the engine: its prepared calls (one per prompt) and prompt tokens; once submitted
     without streaming, each choice's reasoning written from its decode's events (``reasoning``, by
     choice index), which the reply carries as ``message.reasoning``."""
 
-    prompts: list[str]
-    plan: CallPlan | None
-    answer_key: Any
+    calls: list[PreparedCall]
     prompt_tokens: int
     reasoning: list[ReasoningText] = dataclasses.field(default_factory=list)
 
@@ -422,15 +420,13 @@ class MFSServer:
         engine, settings = self.engine, call.settings
         try:
             if call.endpoint in ("chat", "responses"):
-                chat = prepare_call(engine, settings, call.messages, tools=call.tools, tool_choice=call.tool_choice,
-                                    response_format=call.response_format)
-                plan, prompts, key = chat.plan, [chat.prompt], chat.answer_key
+                calls = [prepare_call(engine, settings, call.messages, tools=call.tools, tool_choice=call.tool_choice,
+                                      response_format=call.response_format)]
             else:
-                plan, key = None, None
-                prompts = [engine.render(prompt, settings) for prompt in call.prompts]
+                calls = prepare_prompts(engine, settings, call.prompts)
         except (ValueError, TypeError, NotImplementedError, ImportError) as exc:
             raise RequestError(400, str(exc)) from None
-        return _Prepared(prompts, plan, key, sum(self._count(prompt) for prompt in prompts))
+        return _Prepared(calls, sum(self._count(prepared.prompt) for prepared in calls))
 
     def _count(self, text: str) -> int:
         try:
@@ -447,7 +443,7 @@ class MFSServer:
         """
         futures: list[Future] = []
         try:
-            for p, prompt in enumerate(prepared.prompts):
+            for p, prepared_call in enumerate(prepared.calls):
                 for c in range(call.n):
                     settings = call.settings if c == 0 else settings_from_fields(
                         {"seed": call.settings.seed + c}, base=call.settings)
@@ -456,8 +452,7 @@ class MFSServer:
                     else:
                         prepared.reasoning.append(ReasoningText())
                         on_event = prepared.reasoning[-1].delta
-                    futures += self.engine.submit_prompts(
-                        [prompt], settings=settings, method=call.method, on_event=on_event, answer_key=prepared.answer_key)
+                    futures += submit_calls(self.engine, [prepared_call], settings, method=call.method, on_event=on_event)
         except (ValueError, TypeError) as exc:
             abandon(futures, "the request failed before all its decodes started")
             raise RequestError(400, str(exc)) from None
@@ -513,11 +508,10 @@ class MFSServer:
 
     # --- answers ------------------------------------------------------------------------------
     def _reply(self, call: ServeCall, prepared: _Prepared, result: DecodeResult) -> tuple[str, ParsedOutput | None]:
-        if prepared.plan is None:
-            from mfs_core.adapters import apply_stop
-
-            return apply_stop(result.text, call.stop), None
-        return prepared.plan.reply(result.text, call.stop)
+        """The reply text and parsed calls of one decode (:meth:`PreparedCall.finish`); a text
+        completion has no calls to report (None). The calls of one request share one plan."""
+        text, parsed = prepared.calls[0].finish(result.text, call.stop)
+        return text, (None if call.endpoint == "completions" else parsed)
 
     def _account(self, results: list[DecodeResult], prompt_tokens: int, answer_tokens: int) -> dict[str, Any]:
         counts = usage(results, prompt_tokens, answer_tokens)

@@ -20,7 +20,10 @@ from mfs_core.tools.parsers import ParsedOutput
 from mfs_core.tools.rendering import ToolsNotSupportedError, check_tools, renders_tools, resolve_parser
 from mfs_core.tools.structured import add_system_instruction, json_instruction
 
-__all__ = ["CallPlan", "PreparedCall", "ResponseFormat", "apply_stop", "plan_call", "prepare_call"]
+__all__ = [
+    "CallPlan", "PreparedCall", "ResponseFormat", "ToolKwargs", "apply_stop", "plan_call", "prepare_call", "prepare_prompts",
+    "stream_calls", "submit_calls",
+]
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,39 @@ class ResponseFormat:
 
     kind: Literal["json_schema", "json_mode"]
     schema: dict[str, Any] | None = None
+
+    @classmethod
+    def coerce(cls, value: Any) -> ResponseFormat | None:
+        """``value`` as a :class:`ResponseFormat`: None, a ResponseFormat, or the adapters' dict
+        ``{"type": "json_schema" | "json_mode", "schema": ...}`` (what ``with_structured_output`` and
+        ``structured_predict`` bind).
+
+        Raises:
+            ValueError: any other value (the message shows it, cut to 120 characters).
+        """
+        if value is None or isinstance(value, ResponseFormat):
+            return value
+        kind = value.get("type") if isinstance(value, dict) else None
+        if kind not in ("json_schema", "json_mode"):
+            msg = f"response_format must be {{'type': 'json_schema' | 'json_mode', 'schema': ...}}, got {value!r:.120}"
+            raise ValueError(msg)
+        return cls(kind, value.get("schema"))
+
+
+@dataclass(frozen=True)
+class ToolKwargs:
+    """The tool and structured-output keywords of one call, as the adapters receive them.
+
+    Attributes:
+        tools: OpenAI-format function tools, or None.
+        tool_choice: as given to ``bind_tools`` / ``chat_with_tools`` (see
+            :func:`~mfs_core.tools.actions.normalise_tool_choice`).
+        response_format: structured output through the prompt, or None.
+    """
+
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: Any = None
+    response_format: ResponseFormat | None = None
 
 
 @dataclass(frozen=True)
@@ -191,6 +227,16 @@ class PreparedCall:
     prompt: str
     answer_key: ActionVote | None
 
+    def finish(self, text: str, stop: Sequence[str] | None = None) -> tuple[str, ParsedOutput]:
+        """The reply to the call from its decode's chosen completion ``text``: the message text
+        (calls removed when tools were rendered, cut before the first ``stop`` sequence) and its
+        parsed calls (:meth:`CallPlan.reply`). Every entry point finishes its calls here.
+
+        Raises:
+            TypeError: ``stop`` is a bare string or holds a non-string.
+        """
+        return self.plan.reply(text, stop)
+
 
 def prepare_call(
     engine: Any,
@@ -217,6 +263,60 @@ def prepare_call(
     plan = plan_call(engine.backend, settings, tools=tools, tool_choice=tool_choice, response_format=response_format)
     prompt = plan.render(engine, settings, messages)
     return PreparedCall(plan, prompt, plan.vote if plan.uses_actions else None)
+
+
+def prepare_prompts(
+    engine: Any,
+    settings: Any,
+    prompts: Sequence[str],
+    *,
+    response_format: ResponseFormat | None = None,
+) -> list[PreparedCall]:
+    """The way in for completion calls (LangChain's ``MFSLLM``, LlamaIndex's ``complete``, the
+    server's ``/v1/completions``): each prompt rendered by ``settings.prompt_format``
+    (:meth:`~mfs_core.engine.MFSEngine.render`), no tools; with ``response_format`` the decodes
+    vote over JSON objects (and sample them under a grammar with ``constrain_actions``), the
+    prompt itself unchanged (a completion prompt carries its own instruction).
+
+    Returns:
+        One :class:`PreparedCall` per prompt, in order.
+
+    Raises:
+        ValueError: no prompts; prompt i is empty (the message names i of P).
+        TypeError: prompt i is not a string.
+    """
+    if not prompts:
+        msg = "prompts must not be empty, got []"
+        raise ValueError(msg)
+    plan = plan_call(engine.backend, settings, response_format=response_format)
+    key = plan.vote if plan.uses_actions else None
+    calls = []
+    for i, prompt in enumerate(prompts):
+        try:
+            calls.append(PreparedCall(plan, engine.render(prompt, settings), key))
+        except (TypeError, ValueError) as exc:
+            msg = f"prompt {i} of {len(prompts)}: {exc}"
+            raise (TypeError if isinstance(exc, TypeError) else ValueError)(msg) from exc
+    return calls
+
+
+def submit_calls(engine: Any, calls: Sequence[PreparedCall], settings: Any, *, method: str,
+                 on_event: Any = None) -> list[Any]:
+    """Start the decodes of prepared ``calls`` together (one batch, each with its own vote key);
+    one :class:`~mfs_core.engine.DecodeFuture` per call (:meth:`~mfs_core.engine.MFSEngine.submit_prompts`).
+
+    Raises:
+        ValueError / TypeError: as ``submit_prompts`` (bad settings, unknown method).
+    """
+    return engine.submit_prompts([call.prompt for call in calls], settings=settings, method=method,
+                                 on_event=on_event, answer_key=[call.answer_key for call in calls])
+
+
+def stream_calls(engine: Any, calls: Sequence[PreparedCall], settings: Any, *, method: str) -> Any:
+    """:func:`submit_calls` with the decodes' events delivered as a
+    :class:`~mfs_core.streaming.DecodeStream` (:meth:`~mfs_core.engine.MFSEngine.stream_prompts`)."""
+    return engine.stream_prompts([call.prompt for call in calls], settings=settings, method=method,
+                                 answer_key=[call.answer_key for call in calls])
 
 
 def apply_stop(text: str, stop: Sequence[str] | None) -> str:

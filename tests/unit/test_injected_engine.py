@@ -82,7 +82,7 @@ def test_equal_backend_settings_use_the_engine(engine: MFSEngine, loads: list) -
 def test_backend_settings_list_what_backend_key_listed() -> None:
     assert BACKEND_FIELDS == (
         "backend", "model", "device", "dtype", "batch_size", "base_urls", "api_key", "request_timeout",
-        "max_retries", "server_n", "tokenizer", "num_parameters", "tensor_parallel_size",
+        "max_retries", "server_n", "replica_routing", "tokenizer", "num_parameters", "tensor_parallel_size",
         "gpu_memory_utilization", "kv_cache_gib", "max_model_len", "enable_prefix_caching", "vllm_kwargs",
         "scheduling",
     )
@@ -99,9 +99,9 @@ def test_backend_settings_list_what_backend_key_listed() -> None:
 
 
 def test_auto_device_equals_the_device_it_resolves_to() -> None:
-    from mfs_core.settings import _resolve_device
+    from mfs_core.backend_identity import resolve_device
 
     auto = MFSSettings(device="auto").backend_settings
-    assert auto == MFSSettings(device=_resolve_device("auto")).backend_settings
+    assert auto == MFSSettings(device=resolve_device("auto")).backend_settings
     assert MFSSettings(backend="openai", device="cuda:3").backend_settings == MFSSettings(backend="openai").backend_settings
     assert auto.differences(MFSSettings(dtype="float16", batch_size=4).backend_settings) == ["dtype", "batch_size"]
