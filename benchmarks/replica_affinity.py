@@ -3,7 +3,7 @@
 The demo model served by two ``vllm serve`` replicas (CPU build, float32, 1 GiB KV cache each),
 MFS at M = N = 4, seed 0, on held-out demo questions, decoded through the HTTP backend once per
 ``replica_routing`` (``spread``: by work, each round on its own; ``affinity``: the replica that
-holds the longest prefix, within 1.5x the mean load) and per scheduler. Each arm gets two fresh
+holds the longest prefix, within 1.5x the mean load). Each arm gets two fresh
 replicas, so no arm starts with another's cache. Per arm: the prompt tokens the replicas looked up
 in their prefix caches and how many of them they had to prefill (vLLM's own counters
 ``vllm:prefix_cache_queries`` and ``vllm:prefix_cache_hits`` from each replica's ``/metrics``),
@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--questions", type=int, default=40, help="held-out demo questions, from --offset on")
     parser.add_argument("--offset", type=int, default=0)
     parser.add_argument("--kv-cache-gib", type=float, default=1.0, help="KV cache of each replica (GiB)")
-    parser.add_argument("--schedulers", default="lockstep,continuous")
+    parser.add_argument("--schedulers", default="lockstep",
+                        help="the HTTP backend runs lockstep only (continuous needs backend='vllm')")
     parser.add_argument("--out", type=Path, default=None, help="write the arms as JSON here")
     args = parser.parse_args(argv)
     quiet_vllm()

@@ -89,9 +89,7 @@ def settings_from_fields(values: Mapping[str, Any], *, base: MFSSettings | None 
     given = {name: value for name, value in values.items() if value is not None}
     if base is None:
         return MFSSettings(**given)
-    if not given:
-        return base
-    return MFSSettings.from_values({**base.model_dump(), **given})  # no environment or .env read
+    return base.changed(**given)  # validated; no environment or .env read
 
 
 def settings_fields(

@@ -171,12 +171,10 @@ def vllm_scheduling(settings: Any, sources: dict[str, str], command: str) -> Any
     Returns:
         The settings, with ``scheduling="continuous"`` where this rule applies.
     """
-    from mfs_core.settings import MFSSettings
-
     if settings.backend != "vllm" or "scheduling" in sources:
         return settings
     sources["scheduling"] = f"{command}'s default on vLLM"
-    return MFSSettings.from_values({**settings.model_dump(), "scheduling": "continuous"})
+    return settings.changed(scheduling="continuous")
 
 
 def bench(
