@@ -400,21 +400,23 @@ def test_sigterm_lets_an_open_stream_finish_then_closes_the_backend() -> None:
         assert log.index("shut down; backend closed") < log.index("Finished server process")
 
 
-LONG = {"step_beam_size": 8, "num_rollouts": 8, "max_steps": 12, "early_stopping": False}
-"""A search that runs far longer than the shutdown timeout below on the demo model."""
+LONG = {"step_beam_size": 8, "num_rollouts": 8, "max_steps": 12, "early_stopping": False, "temperature": 2.0,
+        "max_tokens": 400}
+"""A search that runs far longer than the shutdown timeout below on the demo model (about 2 s alone: hot
+sampling and 400-token rollouts; without them the demo model's search ends in 0.6 s)."""
 
 
 def test_sigterm_drains_refuses_new_requests_and_ends_every_open_one_with_an_error() -> None:
-    """Issue 44 item 4: SIGTERM with two long decodes in flight and ``--shutdown-timeout 0`` (so the outcome does
-    not depend on how fast the machine decodes; an open request that finishes within the timeout is the test
-    above): new requests get 503 while the listener is still open, each open request ends with an OpenAI error
+    """Issue 44 item 4: SIGTERM with two long decodes in flight (about 2 s each alone) and ``--shutdown-timeout 1``
+    (at 0 the abandoned decodes now stop within a token step, the drain ends at once and the listener closes
+    before the test's own new request; an open request that finishes within the timeout is the test above): new requests get 503 while the listener is still open, each open request ends with an OpenAI error
     (non-streamed: a 503 body; streamed: an error event and ``[DONE]``), and the process exits within a few
     seconds."""
     import threading
 
     import httpx
 
-    args = ["--step-beam-size", "2", "--num-rollouts", "2", "--max-steps", "3", "--shutdown-timeout", "0",
+    args = ["--step-beam-size", "2", "--num-rollouts", "2", "--max-steps", "3", "--shutdown-timeout", "1",
             "--limit-step-beam-size", "8", "--limit-num-rollouts", "8", "--limit-max-steps", "12",
             "--work-budget", "100000000"]
     with serve_process(args) as running:
@@ -445,7 +447,7 @@ def test_sigterm_drains_refuses_new_requests_and_ends_every_open_one_with_an_err
             thread.join(timeout=60)
         code = running.process.wait(timeout=60)
         exited = time.monotonic() - signalled
-        print(f"\nSIGTERM with 2 long decodes in flight, --shutdown-timeout 0: exit after {exited:.1f} s; "
+        print(f"\nSIGTERM with 2 long decodes in flight, --shutdown-timeout 1: exit after {exited:.1f} s; "
               f"new request {refused.status_code}, non-streamed {outcome['plain'].status_code}, stream's last "
               f"events {outcome['stream'][-2:]}")
     assert refused.status_code == 503 and refused.headers["Retry-After"] == "1"
@@ -454,7 +456,7 @@ def test_sigterm_drains_refuses_new_requests_and_ends_every_open_one_with_an_err
     plain_reply = outcome["plain"]
     assert plain_reply.status_code == 503 and plain_reply.headers["content-type"] == "application/json"
     assert plain_reply.json()["error"]["message"] == ("the server shut down before this request's decodes finished "
-                                                      "(shutdown_timeout=0.0 s); retry on another replica")
+                                                      "(shutdown_timeout=1.0 s); retry on another replica")
     events = outcome["stream"]
     last_error = json.loads(events[-2][len("data: "):])["error"]
     assert events[-1] == "data: [DONE]" and last_error["code"] == 503 and "shut down before" in last_error["message"]
