@@ -7,7 +7,9 @@ backend as it was (``grow_in_place=False``: transformers' ``DynamicLayer`` grows
 by ``torch.cat``, a copy of the whole cache per token) and as it is (the cache written once with room
 to grow, :mod:`mfs_core.backends.hf_headroom`), side by side in one run. Both share the prompt's
 prefill (``prefix_sharing``): the 64 rows are one prefill fanned out. Target: ratio <= 3.
-The 64 samples are the same under both (checked).
+The 64 samples are the same under both (checked). ``--profile`` then prints the torch profiler's
+share of self CPU time per operator for one 64-sample call of each path (where the time goes: the
+``aten::cat`` of the cache growth before, none after).
 
 Usage::
 
@@ -45,6 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--prompt-tokens", type=int, default=1449)
     parser.add_argument("--samples", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--profile", action="store_true", help="the torch profiler's top operators per path")
     args = parser.parse_args(argv)
     quiet_transformers()
     backend = TransformersBackend.from_settings(MFSSettings(model=args.model, device="cpu", dtype=args.dtype,
@@ -68,6 +71,17 @@ def main(argv: list[str] | None = None) -> None:
         table.add_row(label, f"{one:.2f}", f"{many:.2f}", f"{many / one:.2f}")
     Console(width=140).print(table)
     print(f"same {args.samples} samples before and after: {samples[False] == samples[True]}")
+    if args.profile:
+        from torch.profiler import ProfilerActivity, profile
+
+        for label, grow in (("before", False), ("after", True)):
+            backend.grow_in_place = grow
+            with profile(activities=[ProfilerActivity.CPU]) as profiled:
+                cpu_seconds(backend, prompt, args.samples, 1)
+            events = sorted(profiled.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+            total = sum(e.self_cpu_time_total for e in events)
+            shares = ", ".join(f"{e.key} {e.self_cpu_time_total / total:.0%}" for e in events[:5])
+            print(f"{label}: self CPU time by operator: {shares}")
 
 
 if __name__ == "__main__":

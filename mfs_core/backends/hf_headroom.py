@@ -2,8 +2,8 @@
 
 transformers' ``DynamicLayer.update`` appends each new token with ``torch.cat``, which copies the
 whole cache: with 64 rows sampled from one 1,449-token prompt (SmolLM2-135M, float32: 67 MB of
-keys and values per row) each token step copied 4.3 GB, 44% of the call's time in ``aten::cat``
-(torch profiler, issue 45 item 6). :class:`HeadroomLayer` keeps keys and values in buffers with
+keys and values per row) each token step copied 4.3 GB, 41-44% of the call's time in ``aten::cat``
+(``benchmarks/prefill_sharing.py --profile``, issue 45 item 6). :class:`HeadroomLayer` keeps keys and values in buffers with
 room for the tokens still to come and writes each step in place, handing attention a view of the
 filled part (``[batch, heads, length, head_dim]``, last dimension contiguous), so the cache is
 materialised once, when the prefill's rows are laid out (:func:`headroom_cache`).
@@ -46,7 +46,7 @@ def _layer_class() -> type:
             cache is ``rows[b]`` (``[B]`` indices into U), written straight into the buffers (one copy)."""
             if not self.is_initialized:
                 self.lazy_initialization(keys, values)
-            batch, heads, length, _ = len(rows), keys.shape[1], keys.shape[2], None
+            batch, heads, length = len(rows), keys.shape[1], keys.shape[2]
             self._key_buffer = keys.new_empty((batch, heads, length + self.headroom, keys.shape[-1]))
             self._value_buffer = values.new_empty((batch, heads, length + self.headroom, values.shape[-1]))
             for u in range(keys.shape[0]):

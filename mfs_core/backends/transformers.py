@@ -292,12 +292,13 @@ class TransformersBackend(SharedPrefill, GrammarConstraints):
             seed = request.seed if request.seed is not None else int.from_bytes(os.urandom(7), "little")
             generator.manual_seed(seed)
             generators.append(generator)
+        cancels = [(index, request.cancel) for index, request in enumerate(requests) if request.cancel is not None]
         with torch.inference_mode():
             for chunk in _chunks_by_request(rows, self.batch_size):
-                cancels = [(i, r.cancel) for i, r in enumerate(requests) if r.cancel is not None]
                 if cancels and not _abort_cancelled([rows[i] for i in chunk], cancels):
                     continue  # every row of the chunk belongs to an abandoned decode: not even prefilled
-                self._sample_chunk([rows[i] for i in chunk], [row_prompts[i] for i in chunk], requests, generators)
+                self._sample_chunk([rows[i] for i in chunk], [row_prompts[i] for i in chunk], requests, generators,
+                                   cancels)
         results: list[list[Continuation]] = [[] for _ in requests]
         for row in rows:
             results[row.request].append(
@@ -312,8 +313,9 @@ class TransformersBackend(SharedPrefill, GrammarConstraints):
         return self.tokenizer.decode(tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False)
 
     def _sample_chunk(self, rows: list[_Row], prompts: list[list[int]], requests: Sequence[GenerationRequest],
-                      generators: list[Any]) -> None:
-        """Sample ``rows`` to completion; fills each row's tokens, text and log-prob sum."""
+                      generators: list[Any], cancels: list[tuple[int, Any]] = ()) -> None:
+        """Sample ``rows`` to completion; fills each row's tokens, text and log-prob sum. ``cancels``:
+        ``(request index, event)`` of the requests that carry a cancel event, checked before every token."""
         import torch
 
         device = self.model.device
@@ -330,7 +332,6 @@ class TransformersBackend(SharedPrefill, GrammarConstraints):
         temperature = torch.tensor([requests[r.request].temperature for r in rows], device=device).unsqueeze(1)
         top_p = torch.tensor([requests[r.request].top_p for r in rows], device=device)
         active = list(range(len(rows)))  # row index of each batch position
-        cancels = [(index, request.cancel) for index, request in enumerate(requests) if request.cancel is not None]
         while True:
             if cancels:
                 _abort_cancelled([rows[i] for i in active], cancels)
