@@ -9,7 +9,6 @@ the backend. A round waits for its longest request; a new decode waits for the r
 from __future__ import annotations
 
 import dataclasses
-
 import logging
 import threading
 import time
@@ -162,16 +161,12 @@ class LockstepScheduler(Scheduler):
             offset = 0
             for job in live:
                 count = len(job.pending)
-                if outputs is not None:
-                    share = outputs[offset : offset + count]
-                    offset += count
-                    if job.future.abandoned:  # its rows may have ended mid-call ("abort"): no decoder sees them
-                        self._fail(job, CancelledError(getattr(job.future, "abandon_reason", "abandoned")))
-                        continue
-                else:
-                    if job.future.abandoned:
-                        self._fail(job, CancelledError(getattr(job.future, "abandon_reason", "abandoned")))
-                        continue
+                share = outputs[offset : offset + count] if outputs is not None else None
+                offset += count
+                if job.future.abandoned:  # its rows may have ended mid-call ("abort"): no decoder sees them
+                    self._fail(job, CancelledError(getattr(job.future, "abandon_reason", "abandoned")))
+                    continue
+                if share is None:  # the batched call failed: this decode alone
                     try:
                         share = self._generate(job.pending, job.timeout)
                     except Exception as exc:
