@@ -115,8 +115,9 @@ class GenerationRequest:
         cancel: an event the engine sets when the decode that made the request is abandoned
             (disconnect, deadline), or None. The transformers backend checks it between tokens
             and ends the request's rows at once (``finish_reason="abort"``), so an abandoned
-            decode stops generating within one token step, not one round; the HTTP backend's
-            calls are cancelled by the continuous scheduler instead; vLLM's offline
+            decode stops generating within one token step, not one round; the HTTP backend
+            cuts off the request's POST in flight (closing the connection makes ``vllm serve``
+            abort it) and answers ``finish_reason="abort"`` too; vLLM's offline
             ``LLM.generate`` cannot stop one request of a batch and ignores it. Not compared
             or hashed (two requests that differ only here are equal).
         top_logprobs: ``k``, how many of the most likely raw log-probs each sampled position

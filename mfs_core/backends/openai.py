@@ -3,10 +3,18 @@
 One :meth:`OpenAIBackend.generate` call sends every request of the round at once, one POST
 ``{base_url}/completions`` per request (each request has its own seed, so requests are not
 merged into one prompt list), spread over the replicas in ``base_urls`` and sent
-concurrently over pooled keep-alive connections (``httpx.Client`` in a thread pool; the
-async :meth:`OpenAIBackend.agenerate` uses ``httpx.AsyncClient``), started in
+concurrently over pooled keep-alive connections (``httpx.AsyncClient``: on the backend's own
+event-loop thread for :meth:`OpenAIBackend.generate`, on the caller's loop for
+:meth:`OpenAIBackend.agenerate`), started in
 :func:`~mfs_core.backends._hf.prefix_order` of the prompt texts so that a server's prefix
-cache sees prompts sharing a prefix one after another. Response shape and
+cache sees prompts sharing a prefix one after another.
+
+A request whose :attr:`~mfs_core.types.GenerationRequest.cancel` event is set while its POST is
+in flight (its decode was abandoned: the client disconnected, or its deadline passed) has
+that POST cancelled within :data:`CANCEL_POLL_S`: the connection is closed, which makes
+``vllm serve`` abort the request (its completion route runs under ``with_cancellation``,
+``vllm/entrypoints/utils.py``, which aborts on the client's disconnect), and the request's
+continuations come back empty with ``finish_reason="abort"``; the round's other POSTs run on. Response shape and
 extensions follow vLLM 0.33.0 (``vllm/entrypoints/openai/completion/protocol.py`` and
 ``serving.py``).
 
@@ -66,7 +74,6 @@ log-probs raises :class:`MissingLogprobsError`: MFS cannot score steps without t
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import threading
 import weakref
@@ -77,6 +84,7 @@ from typing import Any
 from pydantic import SecretStr
 
 from mfs_core.backends import _hf
+from mfs_core.backends._loop import EventLoopThread
 from mfs_core.backends.base import warn_unconstrained_grammar, warn_unhonoured_choices
 from mfs_core.errors import ContextWindowError
 from mfs_core.settings import MFSSettings
@@ -104,6 +112,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+CANCEL_POLL_S = 0.02
+"""Seconds between two looks at the cancel events of a round's requests while their POSTs are in flight."""
 
 class OpenAIBackend(RetryingSender):
     """Sample from OpenAI-compatible ``/v1/completions`` servers (``vllm serve`` replicas).
@@ -195,8 +206,7 @@ class OpenAIBackend(RetryingSender):
         self._num_parameters = num_parameters
         self._config_source = config_source
         self._lock = threading.Lock()
-        self._client: Any = None
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._loop_thread: EventLoopThread | None = None
         self._async_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._warned_tokenizer = False
         self._warned_no_grammar = False
@@ -204,6 +214,8 @@ class OpenAIBackend(RetryingSender):
         self._fan_out: bool | None = {"auto": None, "yes": False, "no": True}[server_n]
         self.fanned_out_posts = 0
         """POSTs sent for the samples of fanned-out requests (``n`` per request with ``n`` > 1)."""
+        self.cancelled_posts = 0
+        """POSTs cut off in flight or never sent because their request's cancel event was set."""
 
     @classmethod
     def from_settings(cls, settings: MFSSettings) -> OpenAIBackend:
@@ -299,32 +311,14 @@ class OpenAIBackend(RetryingSender):
         warn_unhonoured_choices(self, requests, logger)
         if not requests:
             return []
-        flat, groups = self._expand(requests)
-        jobs = self._prepare(flat)
-        try:
-            return self._send_jobs(requests, flat, groups, jobs)
-        finally:
-            self.router.release(flat, [job[3] for job in jobs])
+        return self._own_loop().run(self.agenerate(requests))
 
-    def _send_jobs(self, requests: Sequence[GenerationRequest], flat: list[GenerationRequest], groups: list[list[int]],
-                   jobs: list[tuple[Any, ...]]) -> list[list[Continuation]]:
-        """:meth:`generate`'s POSTs, sent by the pooled sync client; the continuations per request."""
-        executor, client = self._sync_resources()
-        outcomes: list[Any] = [None] * len(jobs)
-
-        def send_in_turn(indices: list[int]) -> None:
-            for i in indices:
-                try:
-                    outcomes[i] = self._send(client, *jobs[i])
-                except Exception as exc:
-                    outcomes[i] = exc
-
-        lanes = self._lanes(jobs, flat)
-        concurrent.futures.wait([executor.submit(send_in_turn, lane) for lane in lanes])
-        results, again = self._collect(requests, groups, outcomes)
-        for i, redone in zip(again, self.generate([requests[i] for i in again]) if again else []):
-            results[i] = redone
-        return results
+    def _own_loop(self) -> EventLoopThread:
+        """The backend's event-loop thread, where :meth:`generate` sends its POSTs (started at first use)."""
+        with self._lock:
+            if self._loop_thread is None or not self._loop_thread.alive:
+                self._loop_thread = EventLoopThread("mfs-http")
+            return self._loop_thread
 
     async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[list[Continuation]]:
         """Async :meth:`generate` on a pooled ``httpx.AsyncClient`` of the running event loop."""
@@ -349,7 +343,7 @@ class OpenAIBackend(RetryingSender):
         async def send_in_turn(indices: list[int]) -> None:
             for i in indices:
                 try:
-                    outcomes[i] = await self._asend(client, *jobs[i])
+                    outcomes[i] = await self._asend_unless_cancelled(client, jobs[i])
                 except Exception as exc:
                     outcomes[i] = exc
 
@@ -358,6 +352,32 @@ class OpenAIBackend(RetryingSender):
         for i, redone in zip(again, await self.agenerate([requests[i] for i in again]) if again else []):
             results[i] = redone
         return results
+
+    async def _asend_unless_cancelled(self, client: Any, job: tuple[Any, ...]) -> list[Continuation]:
+        """:meth:`_asend` one job, cut off within :data:`CANCEL_POLL_S` once its request's cancel event is set.
+
+        Returns:
+            The request's continuations; cancelled (before or during the POST): ``request.n``
+            empty ones with ``finish_reason="abort"`` (the engine fails the decode that asked).
+        """
+        request: GenerationRequest = job[1]
+        cancel = request.cancel
+        if cancel is None:
+            return await self._asend(client, *job)
+        if not cancel.is_set():
+            post = asyncio.ensure_future(self._asend(client, *job))
+            try:
+                while not post.done() and not cancel.is_set():
+                    await asyncio.wait([post], timeout=CANCEL_POLL_S)
+            finally:
+                if not post.done():  # cancelled, or the caller itself was: close the connection
+                    post.cancel()
+                    await asyncio.gather(post, return_exceptions=True)
+            if not post.cancelled():
+                return post.result()
+        with self._lock:
+            self.cancelled_posts += 1
+        return [Continuation(text="", token_ids=(), logprob_sum=0.0, finish_reason="abort")] * request.n
 
     @property
     def fans_out(self) -> bool | None:
@@ -412,7 +432,7 @@ class OpenAIBackend(RetryingSender):
 
         The first :class:`SingleSampleError` under ``server_n="auto"`` switches this backend
         to fanning out (once, logged) and the whole round is to be sent again (every index in
-        the second list), so that every answer kept was sent as :meth:`_send_jobs` sends a
+        the second list), so that every answer kept was sent as :meth:`_asend_jobs` sends a
         fanned-out round. Any other error is raised (the first in request order).
 
         Raises:
@@ -442,21 +462,25 @@ class OpenAIBackend(RetryingSender):
         return results, again
 
     def close(self) -> None:
-        """Close the pooled connections and the thread pool (a later call reopens them)."""
+        """Close the pooled connections of :meth:`generate` and stop its event-loop thread (a later call starts them again)."""
         with self._lock:
-            client, executor = self._client, self._executor
-            self._client = self._executor = None
-        if executor is not None:
-            executor.shutdown(wait=True)
-        if client is not None:
-            client.close()
+            loop_thread, self._loop_thread = self._loop_thread, None
+        if loop_thread is None or not loop_thread.alive:
+            return
+        client = self._async_clients.pop(loop_thread.loop, None)
+        if client is not None and not loop_thread.in_loop():
+            try:
+                loop_thread.run(client.aclose(), timeout=10.0)
+            except Exception:  # closing is best effort: the thread stops either way
+                logger.warning("closing the HTTP connections failed", exc_info=True)
+        loop_thread.stop()
 
     async def aclose(self) -> None:
-        """Close the async client of the running event loop, then the sync resources."""
+        """Close the async client of the running event loop, then :meth:`close`."""
         client = self._async_clients.pop(asyncio.get_running_loop(), None)
         if client is not None:
             await client.aclose()
-        self.close()
+        await asyncio.to_thread(self.close)
 
     def __enter__(self) -> OpenAIBackend:
         return self
@@ -467,15 +491,6 @@ class OpenAIBackend(RetryingSender):
     # --- requests ---------------------------------------------------------------------------
     def _limits(self) -> Any:
         return self.httpx.Limits(max_connections=self.max_connections, max_keepalive_connections=self.max_connections)
-
-    def _sync_resources(self) -> tuple[concurrent.futures.ThreadPoolExecutor, Any]:
-        with self._lock:
-            if self._client is None:
-                self._client = self.httpx.Client(timeout=self.timeout, limits=self._limits())
-                self._executor = concurrent.futures.ThreadPoolExecutor(
-                    self.max_connections, thread_name_prefix="mfs-http"
-                )
-            return self._executor, self._client
 
     def _prepare(
         self, requests: Sequence[GenerationRequest]

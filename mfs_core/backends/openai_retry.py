@@ -4,7 +4,7 @@
 delay and is sent back the attempt's response or error, and decides from them (a 408 / 429 / 5xx or
 a connection error is retried with exponential backoff or the server's ``Retry-After``, on the
 next replica; a refused connection everywhere is :class:`ServerUnreachableError` at once; other
-errors are raised). :meth:`_send` and :meth:`_asend` are its thin sync and async drivers.
+errors are raised). :meth:`_asend` drives it over ``httpx.AsyncClient``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from collections.abc import Generator
 from typing import Any
 
@@ -37,7 +36,7 @@ logger = logging.getLogger("mfs_core.backends.openai")  # its messages stay unde
 
 
 class RetryingSender:
-    """The retry loop of the HTTP backend and its sync and async drivers (reads the backend's
+    """The retry loop of the HTTP backend and its async driver (reads the backend's
     ``base_urls``, ``max_retries``, ``backoff``, ``max_backoff``, ``timeout``, ``server_n`` and ``httpx``)."""
 
     def _url(self, replica: int, attempt: int) -> str:
@@ -112,7 +111,7 @@ class RetryingSender:
 
     def _attempts(self, index: int, request: GenerationRequest, replica: int,
                   prompt_tokens: int | None) -> Generator[tuple[str, Any], Any, list[Continuation]]:
-        """The retry loop of one request, without I/O: :meth:`_send` and :meth:`_asend` drive it.
+        """The retry loop of one request, without I/O: :meth:`_asend` drives it.
 
         Yields ``("post", url)``, to be answered with ``(response, None)`` or ``(None, error)``
         (an ``httpx.TransportError``), and ``("sleep", seconds)``, answered with None; returns
@@ -139,27 +138,9 @@ class RetryingSender:
                 yield ("sleep", self._delay(attempt, outcome))
         raise self._failed(index, replica, outcome)
 
-    def _send(self, client: Any, index: int, request: GenerationRequest, body: dict[str, Any], replica: int,
-              prompt_tokens: int | None) -> list[Continuation]:
-        """POST one request, retrying faults (:meth:`_attempts`); blocking."""
-        steps, reply = self._attempts(index, request, replica, prompt_tokens), None
-        try:
-            while True:
-                kind, value = steps.send(reply)
-                if kind == "sleep":
-                    time.sleep(value)
-                    reply = None
-                    continue
-                try:
-                    reply = (client.post(value, json=body, headers=self._headers), None)
-                except self.httpx.TransportError as exc:
-                    reply = (None, exc)
-        except StopIteration as done:
-            return done.value
-
     async def _asend(self, client: Any, index: int, request: GenerationRequest, body: dict[str, Any], replica: int,
                      prompt_tokens: int | None) -> list[Continuation]:
-        """POST one request, retrying faults (:meth:`_attempts`, the same loop as :meth:`_send`); async."""
+        """POST one request, retrying faults (:meth:`_attempts`)."""
         steps, reply = self._attempts(index, request, replica, prompt_tokens), None
         try:
             while True:

@@ -17,7 +17,10 @@ transformers backend's (a doubled BOS) is refused with a 400, so a client that f
 ``add_special_tokens=false`` for a chat prompt fails loudly.
 
 Faults are scripted: :meth:`CompletionServer.inject` queues :class:`Fault` objects, and each
-POST to ``/v1/completions`` takes the next one (if any) before it is served.
+POST to ``/v1/completions`` takes the next one (if any) before it is served. While a POST is
+held by a ``delay`` the server watches its connection, as ``vllm serve`` does (its
+``with_cancellation``): a client that closes it ends the POST unserved, and the time is kept
+in :attr:`CompletionServer.disconnects`.
 
 The fixtures at the bottom (``warm_backend``, ``completion_server``, ``make_server``) are
 imported by the tests that use them (``demo_backend`` comes from ``tests/conftest.py``); tests
@@ -28,6 +31,8 @@ from __future__ import annotations
 
 import collections
 import json
+import select
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -100,6 +105,8 @@ class CompletionServer:
         self.max_model_len = max_model_len or backend.context_window
         self.vllm_fields = vllm_fields
         self.received: list[tuple[float, dict[str, Any]]] = []
+        self.disconnects: list[float] = []
+        """``time.monotonic()`` of each delayed POST whose client closed the connection before the answer."""
         self._faults: collections.deque[Fault] = collections.deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -242,6 +249,19 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:  # the client gave up (a timeout test): nothing to answer
             self.close_connection = True
 
+    def _ended_while_held(self, seconds: float) -> bool:
+        """Hold the POST ``seconds``; True when the server stops or the client leaves first (recorded)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.owner._stopping.wait(0.01):
+                return True
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            if readable and not self.connection.recv(1, socket.MSG_PEEK):  # EOF: the client closed
+                self.owner.disconnects.append(time.monotonic())
+                self.close_connection = True
+                return True
+        return False
+
     def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
         if self.path.rstrip("/") == "/v1/models":
             self._reply(200, json.dumps(self.owner.models()).encode())
@@ -261,9 +281,8 @@ class _Handler(BaseHTTPRequestHandler):
         server = self.owner
         server.received.append((time.monotonic(), body))
         fault = server.next_fault()
-        if fault is not None and fault.delay:
-            if server._stopping.wait(fault.delay):
-                return
+        if fault is not None and fault.delay and self._ended_while_held(fault.delay):
+            return
         if fault is not None and fault.drop:
             self.close_connection = True
             self.connection.close()

@@ -9,6 +9,7 @@ wall time so a hang fails instead of blocking the run.
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -310,3 +311,66 @@ def test_deepconf_and_esc_over_http(completion_server: CompletionServer, warm_ba
         assert over_http.completion_weights == pytest.approx(here.completion_weights, abs=1e-3)
         steps[method] = len(here.steps)
     assert steps["deepconf"] >= 2  # the warm-up and at least one round of chunks
+
+
+def test_a_cancelled_request_is_cut_off_in_flight(completion_server: CompletionServer, demo_backend: TransformersBackend) -> None:
+    """Issue 44 item 2: the POST of an abandoned decode's request is cancelled within a poll, the
+    connection closed (what makes ``vllm serve`` abort it), while the round's other POSTs run on."""
+    completion_server.inject(Fault(delay=60.0))  # the first POST is held until its client leaves
+    prompt = demo_backend.apply_chat_template([{"role": "user", "content": QUESTION}])
+    cancel = threading.Event()
+    held = GenerationRequest(prompt=prompt, n=2, max_tokens=16, temperature=0.7, seed=1, cancel=cancel)
+    with client(completion_server) as http:
+        call = threading.Thread(target=lambda: outcome.append(http.generate([held])))
+        outcome: list[Any] = []
+        call.start()
+        deadline = time.monotonic() + 60
+        while not completion_server.received and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert completion_server.received, "the POST never arrived"
+        cancelled_at = time.monotonic()
+        cancel.set()
+        call.join(30)
+        returned_after = time.monotonic() - cancelled_at
+        assert [(c.finish_reason, c.token_ids) for c in outcome[0][0]] == [("abort", ())] * 2
+        assert returned_after < 2.0  # 20 ms polls; 60 s had the POST waited for its answer
+        deadline = time.monotonic() + 5
+        while not completion_server.disconnects and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(completion_server.disconnects) == 1  # the server saw the client leave
+        assert completion_server.disconnects[0] - cancelled_at < 2.0
+        # a request already cancelled is not sent; the round's other request is answered as alone
+        other = GenerationRequest(prompt=prompt, n=2, max_tokens=16, temperature=0.7, seed=2)
+        posts = len(completion_server.posts)
+        gone, kept = within(300, lambda: http.generate([held, other]))
+        assert len(completion_server.posts) == posts + 1
+        assert [c.finish_reason for c in gone] == ["abort", "abort"]
+        assert http.cancelled_posts == 2
+    assert [c.token_ids for c in kept] == [c.token_ids for c in demo_backend.generate([other])[0]]
+
+
+def test_abandoning_a_decode_over_http_closes_its_posts(completion_server: CompletionServer) -> None:
+    """The lockstep engine over the HTTP backend: a decode abandoned while its round's POSTs are held
+    ends at once (CancelledError), every held POST's connection is closed, and no round follows."""
+    completion_server.inject(*[Fault(delay=60.0)] * 64)  # every POST of the first round is held
+    settings = MFSSettings(backend="openai", base_urls=[completion_server.url], step_beam_size=2, num_rollouts=2,
+                           max_steps=4)
+    with MFSEngine.from_settings(settings) as engine:
+        future = engine.submit_prompts([engine.render(QUESTION)])[0]
+        deadline = time.monotonic() + 60
+        while not completion_server.received and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # the round's other POSTs arrive
+        held = len(completion_server.posts)
+        abandoned_at = time.monotonic()
+        future.abandon("test")
+        with pytest.raises(BaseException) as raised:
+            future.result(timeout=30)
+        assert type(raised.value).__name__ == "CancelledError"
+        assert time.monotonic() - abandoned_at < 2.0
+        deadline = time.monotonic() + 5
+        while len(completion_server.disconnects) < held and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert held >= 1 and len(completion_server.disconnects) == held
+        time.sleep(0.3)
+        assert len(completion_server.posts) == held  # no round after the abandon
