@@ -6,7 +6,9 @@ The demo model; the ordinary decode is ``mfs`` at ``mfs serve``'s settings (M = 
 one held-out question; the maximal request is what the default limits let one body ask for:
 ``n = 8`` decodes (``MFS_SERVER_MAX_N``) at M = N = 4, 8 steps, all taken (``min_steps = 8``),
 answers up to 1,024 tokens (cut to the demo model's window). Per scheduler (``lockstep`` on the
-transformers backend, ``continuous`` on vLLM in-process), per repeat: the ordinary decode alone,
+transformers backend, every live decode in every call; ``lockstep-fair``, the same with ``mfs serve``'s
+fair share, ``--fair-share-tokens``, default ``ServerSettings``'s; ``continuous`` on vLLM
+in-process), per repeat: the ordinary decode alone,
 then started one second after the maximal request, its wall seconds; the factor is beside ÷
 alone (the issue's target: at most 3). Then the abandon latency: a maximal decode abandoned
 mid-round; seconds from ``abandon()`` until the backend call that held it returned (lockstep:
@@ -15,7 +17,7 @@ its requests (continuous: the scheduler cancels the call, vLLM aborts the reques
 
 Usage::
 
-    python benchmarks/fairness.py --schedulers lockstep,continuous --repeats 3 --out bench-results/fairness.json
+    python benchmarks/fairness.py --schedulers lockstep,lockstep-fair,continuous --repeats 3 --out bench-results/fairness.json
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ from rich.table import Table
 
 from mfs_core import MFSEngine, MFSSettings
 from mfs_core.backends import create_backend
+from mfs_core.engine import share_group
 from mfs_core.bench.datasets import load_dataset
+from mfs_core.serve.config import ServerSettings
 
 ORDINARY = {"step_beam_size": 4, "num_rollouts": 4, "seed": 0}
 MAXIMAL = {"step_beam_size": 4, "num_rollouts": 4, "max_steps": 8, "min_steps": 8, "max_answer_tokens": 1024}
@@ -58,7 +62,8 @@ def fairness(engine: MFSEngine, prompt: str, big_prompt: str, repeats: int, cons
     timed(engine, prompt, ordinary)  # warm-up
     for _ in range(repeats):
         alone.append(timed(engine, prompt, ordinary))
-        big = [engine.submit_prompts([big_prompt], settings=s)[0] for s in bigs]
+        with share_group("maximal"):  # one request's decodes, as mfs serve groups them
+            big = [engine.submit_prompts([big_prompt], settings=s)[0] for s in bigs]
         time.sleep(1.0)
         beside.append(timed(engine, prompt, ordinary))
         for future in big:
@@ -78,7 +83,7 @@ def abandon_latency(engine: MFSEngine, big_prompt: str, scheduling: str) -> floa
     settings = maximal_settings(engine.settings, engine.backend.context_window)[0]
     returned: list[float] = []
     backend = engine.backend
-    if scheduling == "lockstep":
+    if scheduling.startswith("lockstep"):
         original = backend.generate
 
         def generate(requests):  # noqa: ANN001, ANN202
@@ -97,15 +102,15 @@ def abandon_latency(engine: MFSEngine, big_prompt: str, scheduling: str) -> floa
             future.result(timeout=600)
         except Exception:  # noqa: BLE001 - its CancelledError
             pass
-        if scheduling != "lockstep":  # vLLM's own count of requests it still runs, until they are aborted
+        if not scheduling.startswith("lockstep"):  # vLLM's own count of requests it still runs, until they are aborted
             deadline = time.perf_counter() + 60.0
             while backend.llm.get_num_unfinished_requests() and time.perf_counter() < deadline:
                 time.sleep(0.01)
         ended = time.perf_counter()
     finally:
-        if scheduling == "lockstep":
+        if scheduling.startswith("lockstep"):
             del backend.generate
-    if scheduling == "lockstep":
+    if scheduling.startswith("lockstep"):
         after = [t for t in returned if t >= abandoned]
         return (after[0] if after else ended) - abandoned
     return ended - abandoned
@@ -113,7 +118,9 @@ def abandon_latency(engine: MFSEngine, big_prompt: str, scheduling: str) -> floa
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--schedulers", default="lockstep,continuous")
+    parser.add_argument("--schedulers", default="lockstep,lockstep-fair,continuous")
+    parser.add_argument("--fair-share-tokens", type=int, default=ServerSettings().fair_share_tokens,
+                        help="lockstep-fair's LockstepScheduler.fair_share_tokens (output tokens)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cpu", help="transformers backend's device (lockstep)")
     parser.add_argument("--kv-cache-gib", type=float, default=2.0, help="vLLM's KV cache (continuous)")
@@ -123,13 +130,15 @@ def main(argv: list[str] | None = None) -> None:
     examples = load_dataset("demo", limit=2).examples
     rows = []
     for scheduling in args.schedulers.split(","):
-        if scheduling == "lockstep":
+        if scheduling.startswith("lockstep"):
             settings = MFSSettings(device=args.device, **ORDINARY)
         else:
             settings = MFSSettings(backend="vllm", scheduling="continuous", kv_cache_gib=args.kv_cache_gib, **ORDINARY)
         backend = create_backend(settings)
         try:
             engine = MFSEngine(backend, settings)
+            if scheduling == "lockstep-fair":
+                engine.scheduler.fair_share_tokens = args.fair_share_tokens
             prompt, big_prompt = engine.render(examples[0].question), engine.render(examples[1].question)
             measured = fairness(engine, prompt, big_prompt, args.repeats, console)
             measured["abandon_seconds"] = abandon_latency(engine, big_prompt, scheduling)

@@ -351,6 +351,7 @@ def serve(
     limit_max_tokens: serve_cli.LimitMaxTokensOption = None,
     work_budget: serve_cli.WorkBudgetOption = None,
     request_timeout: serve_cli.RequestTimeoutOption = None,
+    fair_share_tokens: serve_cli.FairShareTokensOption = None,
 ) -> None:
     flags = {**setting_flags(locals()), "scheduling": scheduling}
     server_flags = {
@@ -359,6 +360,7 @@ def serve(
         "shutdown_timeout": shutdown_timeout, "limit_step_beam_size": limit_step_beam_size,
         "limit_num_rollouts": limit_num_rollouts, "limit_max_steps": limit_max_steps,
         "limit_max_tokens": limit_max_tokens, "work_budget": work_budget, "request_timeout": request_timeout,
+        "fair_share_tokens": fair_share_tokens,
     }
     try:
         settings, sources = resolve_settings(flags)

@@ -25,6 +25,6 @@ gets the exception, every other decode in the round goes on.
 from __future__ import annotations
 
 from mfs_core.engine.core import MFSEngine
-from mfs_core.engine.scheduler import DecodeFuture, EngineStats, check_outputs
+from mfs_core.engine.scheduler import DecodeFuture, EngineStats, check_outputs, share_group
 
-__all__ = ["DecodeFuture", "EngineStats", "MFSEngine", "check_outputs"]
+__all__ = ["DecodeFuture", "EngineStats", "MFSEngine", "check_outputs", "share_group"]

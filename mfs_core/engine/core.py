@@ -101,6 +101,12 @@ class MFSEngine:
         self.close()
 
     @property
+    def scheduler(self) -> Scheduler:
+        """The scheduler that batches this engine's decodes (shared by the engines of the same backend settings:
+        a setting changed on it, e.g. ``LockstepScheduler.fair_share_tokens``, holds for all of them)."""
+        return self._scheduler
+
+    @property
     def stats(self) -> EngineStats:
         """Counters of the (possibly shared) scheduler."""
         return self._scheduler.stats

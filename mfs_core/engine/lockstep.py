@@ -4,6 +4,19 @@ Each round it gathers the pending requests of every live decoder (many questions
 callers, sync or async), makes **one** ``backend.generate`` call, and hands each decoder its
 share (DESIGN.md, "Decoders are coroutines; the engine batches them"). One worker thread owns
 the backend. A round waits for its longest request; a new decode waits for the round in flight.
+
+Fair share (:attr:`LockstepScheduler.fair_share_tokens` F > 0; ``mfs serve`` sets it): decodes
+belong to parties (:func:`~mfs_core.engine.scheduler.share_group`: ``mfs serve`` makes each HTTP
+request one; otherwise each decode is its own), and a party's *attained service* is the output
+tokens its decodes' calls returned. A call serves only the decodes of parties within F of the
+least-served live party, and a party that starts beside running ones enters with 2F fewer than
+the least served of them. So a small request that arrives while a large one runs (``n = 8``
+decodes at the limits) has its rounds alone for F tokens instead of waiting each round for the
+large request's longest rollout, and then shares the calls; nobody starves (the least-served
+party is always served). This is least-attained-service scheduling with the newcomer's head
+start capped (the cap plays the part of the "counter lift" of Sheng et al. 2024, *Fairness in
+Serving Large Language Models*, OSDI, which lifts a new client's counter to the least active
+one's). Samples do not change (each request has its own seed); only which call a round goes to.
 """
 
 from __future__ import annotations
@@ -33,14 +46,22 @@ class LockstepScheduler(Scheduler):
     decodes' ``generate_timeout`` is retried one decode at a time, so only the decode that
     causes it fails; an abandoned decode is dropped at the next round boundary, and its requests
     in the round in flight carry its stop event (:attr:`~mfs_core.types.GenerationRequest.cancel`),
-    so the transformers backend ends their rows within one token step; if the
+    so the transformers backend ends their rows within one token step and the HTTP backend cuts
+    off their POSTs (the server aborts them); if the
     worker thread itself dies, every decode it held fails with a ``RuntimeError`` and the
     next submission starts a new worker.
     """
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, fair_share_tokens: int = 0) -> None:
         super().__init__(backend)
+        if fair_share_tokens < 0:
+            msg = f"fair_share_tokens must be >= 0 (output tokens; 0: every live decode in every call), got {fair_share_tokens}"
+            raise ValueError(msg)
+        self.fair_share_tokens = fair_share_tokens
+        """F of the module docstring's fair share, in output tokens; 0 (default): each call serves every live
+        decode (the most batching: what ``mfs bench`` and the adapters want)."""
         self._live: list[Job] = []
+        self._service: dict[object, int] = {}  # fair share: output tokens served per live party
         self._worker: threading.Thread | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
@@ -125,6 +146,12 @@ class LockstepScheduler(Scheduler):
         # A future its caller cancelled before the worker took it up is dropped; once
         # running it can no longer be cancelled, so set_result never meets a cancelled one.
         started = [job for job in incoming if job.future.set_running_or_notify_cancel()]
+        if self.fair_share_tokens:  # a new party enters with at most 2F tokens of head start
+            live = {job.group for job in self._live}
+            self._service = {group: tokens for group, tokens in self._service.items() if group in live}
+            entry = max(0, min(self._service.values(), default=0) - 2 * self.fair_share_tokens)
+            for job in started:
+                self._service.setdefault(job.group, entry)
         for job in incoming:
             if job not in started:
                 job.decoder.close()
@@ -142,12 +169,22 @@ class LockstepScheduler(Scheduler):
                 kept.append(job)
         self._live = kept
 
+    def _served(self) -> list[Job]:
+        """The live decodes the next call serves: all, or (fair share) those of the parties within F tokens of
+        the least served."""
+        if not self.fair_share_tokens:
+            return self._live
+        for job in self._live:  # decodes that started before fair share was switched on
+            self._service.setdefault(job.group, 0)
+        least = min(self._service[job.group] for job in self._live)
+        return [job for job in self._live if self._service[job.group] <= least + self.fair_share_tokens]
+
     def _loop(self) -> None:
         while self._take_incoming():
             self._drop_abandoned()
-            live = self._live
-            if not live:
+            if not self._live:
                 continue
+            live = self._served()
             # each request carries its decode's stop event: a backend that can, stops an abandoned decode mid-call
             batch = [dataclasses.replace(request, cancel=job.future.stopped) for job in live for request in job.pending]
             timeouts = [job.timeout for job in live if job.timeout is not None]
@@ -172,7 +209,12 @@ class LockstepScheduler(Scheduler):
                     except Exception as exc:
                         self._fail(job, exc)
                         continue
+                if self.fair_share_tokens:
+                    self._service[job.group] += sum(c.num_tokens for continuations in share for c in continuations)
                 if self._advance(job, share):
                     still_live.append(job)
+            if live is not self._live:  # fair share: the decodes this call did not serve wait for the next
+                served = {id(job) for job in live}
+                still_live = [job for job in self._live if id(job) not in served] + still_live
             self._live = still_live
 

@@ -8,12 +8,14 @@ Shared by the lockstep (:mod:`mfs_core.engine.lockstep`) and the continuous
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import copy
 import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 
@@ -24,9 +26,28 @@ from mfs_core.errors import BackendOutputError
 from mfs_core.events import EventCallback, StepEvent, StopEvent, committed_prefix
 from mfs_core.types import Continuation, DecodeResult, GenerationRequest, StepTrace
 
-__all__ = ["DecodeFuture", "EngineStats", "Scheduler", "check_outputs"]
+__all__ = ["DecodeFuture", "EngineStats", "Scheduler", "check_outputs", "share_group"]
 
 logger = logging.getLogger(__name__)
+
+_SHARE_GROUP: contextvars.ContextVar[object | None] = contextvars.ContextVar("mfs_share_group", default=None)
+
+
+@contextlib.contextmanager
+def share_group(key: object) -> Iterator[None]:
+    """Decodes submitted inside this block count as one party for the lockstep scheduler's fair share
+    (:attr:`~mfs_core.engine.lockstep.LockstepScheduler.fair_share_tokens`): their attained service is
+    summed, so a request of ``n`` decodes gets the share of one request, not of ``n`` (``mfs serve``
+    groups each HTTP request's decodes). Outside any block each decode is its own party.
+
+    Args:
+        key: any hashable value naming the party (e.g. a request id); decodes with equal keys share.
+    """
+    token = _SHARE_GROUP.set(key)
+    try:
+        yield
+    finally:
+        _SHARE_GROUP.reset(token)
 
 
 class EngineStats:
@@ -108,8 +129,8 @@ class DecodeFuture(Future):
 
     def abandon(self, reason: str = "the caller abandoned the decode") -> None:
         """Drop this decode at the next round boundary (``scheduling="continuous"``: at once, its call in
-        flight cancelled; the transformers backend under lockstep: its rows of the round in flight end
-        within one token step); its result becomes ``CancelledError``.
+        flight cancelled; under lockstep the transformers backend ends its rows of the round in flight
+        within one token step and the HTTP backend cuts off its POSTs in flight); its result becomes ``CancelledError``.
 
         A no-op when the decode is already done. Thread-safe (a flag read by the worker).
         """
@@ -126,7 +147,8 @@ class DecodeFuture(Future):
 class Job:
     """One submitted decode as a scheduler holds it: the decoder (a generator of request batches), the
     caller's future, the ``generate_timeout`` of its calls (seconds), when it started, the requests it waits
-    on, its listener, and (continuous scheduling) its ``agenerate`` call in flight."""
+    on, its listener, the party it shares with (:func:`share_group`; by default the job itself) and
+    (continuous scheduling) its ``agenerate`` call in flight."""
 
     decoder: Decoder
     future: DecodeFuture
@@ -134,6 +156,7 @@ class Job:
     started: float = field(default_factory=time.perf_counter)
     pending: list[GenerationRequest] | None = None
     listener: Listener | None = None
+    group: object = None
     call: asyncio.Future | None = None  # scheduling="continuous": the decode's agenerate call in flight
 
 
@@ -198,10 +221,13 @@ class Scheduler:
         timeout: float | None = None,
     ) -> list[DecodeFuture]:
         listeners = listeners if listeners is not None else [None] * len(decoders)
+        group = _SHARE_GROUP.get()
         jobs = [
             Job(decoder=d, future=DecodeFuture(), listener=listener, timeout=timeout)
             for d, listener in zip(decoders, listeners)
         ]
+        for job in jobs:
+            job.group = ("share_group", group) if group is not None else ("job", id(job))
         self._enqueue(jobs)
         return [job.future for job in jobs]
 

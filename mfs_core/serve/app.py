@@ -27,6 +27,7 @@ import contextlib
 import dataclasses
 import functools
 import hmac
+import itertools
 import json
 import logging
 import math
@@ -46,7 +47,8 @@ from starlette.routing import Route
 
 from mfs_core.adapters import abandon, await_results, settings_from_fields
 from mfs_core.decoders import decoder_spec
-from mfs_core.engine import MFSEngine
+from mfs_core.engine import MFSEngine, share_group
+from mfs_core.engine.lockstep import LockstepScheduler
 from mfs_core.errors import DecodeTimeoutError
 from mfs_core.events import DecodeEvent
 from mfs_core.grammar import converter_reason  # one line, no C++ source position
@@ -157,12 +159,15 @@ class MFSServer:
         self.limits = RequestLimits.from_config(self.config, engine.settings)
         budget = self.config.work_budget or self.config.queue_size * decoder_spec("mfs").worst_case_tokens(engine.settings)
         self.admission = Admission(self.config.queue_size, budget)
+        if isinstance(engine.scheduler, LockstepScheduler):  # continuous scheduling shares by itself
+            engine.scheduler.fair_share_tokens = self.config.fair_share_tokens
         self.closing = False
         """True once draining began: new requests get 503."""
         self.stopping = False
         """True once draining abandoned the decodes still running: their clients get 503 error bodies."""
         self._drained = False
         self._futures: set[Future] = set()
+        self._request_numbers = itertools.count()
         self._loop: asyncio.AbstractEventLoop | None = None
         key = self.config.api_key
         self._expected = key.get_secret_value().encode() if key is not None else None
@@ -443,16 +448,18 @@ class MFSServer:
         """
         futures: list[Future] = []
         try:
-            for p, prepared_call in enumerate(prepared.calls):
-                for c in range(call.n):
-                    settings = call.settings if c == 0 else settings_from_fields(
-                        {"seed": call.settings.seed + c}, base=call.settings)
-                    if call.stream:
-                        on_event = _relabel(stream.put, p * call.n + c)
-                    else:
-                        prepared.reasoning.append(ReasoningText())
-                        on_event = prepared.reasoning[-1].delta
-                    futures += submit_calls(self.engine, [prepared_call], settings, method=call.method, on_event=on_event)
+            with share_group(next(self._request_numbers)):  # the request's decodes: one party of the fair share
+                for p, prepared_call in enumerate(prepared.calls):
+                    for c in range(call.n):
+                        settings = call.settings if c == 0 else settings_from_fields(
+                            {"seed": call.settings.seed + c}, base=call.settings)
+                        if call.stream:
+                            on_event = _relabel(stream.put, p * call.n + c)
+                        else:
+                            prepared.reasoning.append(ReasoningText())
+                            on_event = prepared.reasoning[-1].delta
+                        futures += submit_calls(self.engine, [prepared_call], settings, method=call.method,
+                                                on_event=on_event)
         except (ValueError, TypeError) as exc:
             abandon(futures, "the request failed before all its decodes started")
             raise RequestError(400, str(exc)) from None

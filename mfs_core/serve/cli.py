@@ -16,7 +16,7 @@ import typer
 __all__ = [
     "HostOption", "MaxBodyBytesOption", "MaxMessagesOption", "PortOption", "QueueSizeOption", "ServedModelNameOption",
     "ServerApiKeyOption", "ShutdownTimeoutOption", "LimitMaxStepsOption", "LimitMaxTokensOption",
-    "LimitNumRolloutsOption", "LimitStepBeamSizeOption", "RequestTimeoutOption", "WorkBudgetOption", "server_settings",
+    "LimitNumRolloutsOption", "LimitStepBeamSizeOption", "FairShareTokensOption", "RequestTimeoutOption", "WorkBudgetOption", "server_settings",
 ]
 
 logger = logging.getLogger("mfs_core.serve")
@@ -75,6 +75,12 @@ WorkBudgetOption = Annotated[
 RequestTimeoutOption = Annotated[
     Optional[float], typer.Option(help="Seconds a request's decodes may take before they are abandoned (504).",
                                   show_default="MFS_SERVER_REQUEST_TIMEOUT, else none")
+]
+
+FairShareTokensOption = Annotated[
+    Optional[int], typer.Option(help="Lockstep fair share: output tokens a newcomer is served alone ahead of a large "
+                                     "running request (0: every decode in every call).",
+                                show_default="MFS_SERVER_FAIR_SHARE_TOKENS, else 4096")
 ]
 
 

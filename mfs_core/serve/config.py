@@ -75,6 +75,13 @@ class ServerSettings(BaseSettings):
         description="Seconds a request's decodes may take; past it they are abandoned and the client gets a 504 "
         "(streamed: an error event, then [DONE]). None: no limit.",
     )
+    fair_share_tokens: int = Field(
+        default=4096, ge=0, le=10_000_000,
+        description="Lockstep scheduling: a decode that starts beside running ones has its rounds served alone until "
+        "it is within this many output tokens of the least-served running decode, and each call serves the decodes "
+        "within it of the least served (least attained service; 0: every decode in every call). Continuous "
+        "scheduling (vLLM) shares by itself and ignores it.",
+    )
     model_name: str | None = Field(
         default=None, description="The model name /v1/models lists and requests must name (None: the model setting)."
     )

@@ -85,3 +85,31 @@ def test_the_access_log_drops_query_strings() -> None:
     plain = logging.LogRecord("uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
                               ("127.0.0.1:5000", "GET", "/health", "1.1", 200), None)
     assert QueryStringFilter().filter(plain) and plain.getMessage() == '127.0.0.1:5000 - "GET /health HTTP/1.1" 200'
+
+
+def test_each_request_is_one_party_of_the_lockstep_fair_share(monkeypatch) -> None:
+    """``mfs serve`` switches the lockstep scheduler's fair share on (``--fair-share-tokens``) and submits a
+    request's ``n`` decodes as one party (``share_group``), two requests as two."""
+    backend = ScriptedBackend(lambda r: [continuation("The answer is: \\boxed{7}.", finish_reason="eos")] * r.n)
+    engine = MFSEngine(backend, MFSSettings(step_beam_size=2, num_rollouts=2, max_steps=2))
+    submitted = []
+    original = engine.scheduler.submit
+
+    def submit(decoders, listeners=None, timeout=None):
+        futures = original(decoders, listeners, timeout)
+        submitted.append(len(futures))
+        return futures
+
+    monkeypatch.setattr(engine.scheduler, "submit", submit)
+    groups = []
+    original_enqueue = engine.scheduler._enqueue
+    monkeypatch.setattr(engine.scheduler, "_enqueue", lambda jobs: (groups.extend(j.group for j in jobs),
+                                                                    original_enqueue(jobs)))
+    config = ServerSettings(api_key=SecretStr("k"), fair_share_tokens=1500)
+    with TestClient(create_app(engine, config), raise_server_exceptions=False) as client:
+        assert engine.scheduler.fair_share_tokens == 1500
+        for _ in range(2):
+            reply = client.post("/v1/chat/completions", json={"messages": USER, "n": 3}, headers=AUTH)
+            assert reply.status_code == 200 and len(reply.json()["choices"]) == 3
+    assert submitted == [1] * 6  # each choice its own submission ...
+    assert len(set(groups[:3])) == 1 and len(set(groups[3:])) == 1 and groups[0] != groups[3]  # ... one party per request
