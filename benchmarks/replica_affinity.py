@@ -9,9 +9,15 @@ in their prefix caches and how many of them they had to prefill (vLLM's own coun
 ``vllm:prefix_cache_queries`` and ``vllm:prefix_cache_hits`` from each replica's ``/metrics``),
 the POSTs each replica got, wall seconds, and the answers (equal to the spread arm's?).
 
+``--arms`` adds ``single``: one replica alone, the floor no routing over two can go below (every
+prefix cached once). ``--shared-prefix-tokens K`` gives every prompt a system prompt of about K
+tokens (other held-out demo questions 400 on, one per line: a few-shot-like prefix the
+demo model's questions all share), to see the gain grow with the shared prefix.
+
 Usage::
 
     python benchmarks/replica_affinity.py --questions 40 --out bench-results/replica_affinity.json
+    python benchmarks/replica_affinity.py --questions 40 --arms single,spread,affinity --shared-prefix-tokens 600
 """
 
 from __future__ import annotations
@@ -56,17 +62,18 @@ class Arm:
 
 def run_arm(routing: str, scheduling: str, questions: list[str], search: dict, kv_cache_gib: float,
             console: Console) -> Arm:
+    """Decode ``questions`` over fresh replicas (two; ``routing="single"``: one) and read their counters."""
     serve = MFSSettings(backend="vllm", kv_cache_gib=kv_cache_gib, vllm_kwargs={"disable_log_stats": False}, **search)
     servers = [VLLMServer(serve, port=free_port(), log_path=Path(f"/tmp/mfs-affinity-{routing}-{i}.log"))
-               for i in range(2)]
+               for i in range(1 if routing == "single" else 2)]
     for server in servers:
         server.launch()
     try:
         for server in servers:
             server.wait_ready()
         before = [server_counters(server) for server in servers]
-        http = MFSSettings(backend="openai", base_urls=[server.url for server in servers], replica_routing=routing,
-                           scheduling=scheduling, **search)
+        http = MFSSettings(backend="openai", base_urls=[server.url for server in servers], scheduling=scheduling,
+                           replica_routing="spread" if routing == "single" else routing, **search)
         with OpenAIBackend.from_settings(http) as backend:
             began = time.perf_counter()
             results = MFSEngine(backend, http).decode(questions, method="mfs")
@@ -85,6 +92,20 @@ def run_arm(routing: str, scheduling: str, questions: list[str], search: dict, k
     return arm
 
 
+def shared_prefix(tokens: int) -> str:
+    """A system prompt of about ``tokens`` demo-model tokens: held-out demo questions from 400 on, one per line."""
+    from transformers import AutoTokenizer
+
+    from mfs_core.models import demo_model_path
+
+    tokenizer, lines = AutoTokenizer.from_pretrained(demo_model_path()), ["Questions like the one below:"]
+    for example in load_dataset("demo", offset=400, limit=100).examples:
+        if len(tokenizer("\n".join(lines))["input_ids"]) >= tokens:
+            break
+        lines.append(example.question)
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--questions", type=int, default=40, help="held-out demo questions, from --offset on")
@@ -92,16 +113,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kv-cache-gib", type=float, default=1.0, help="KV cache of each replica (GiB)")
     parser.add_argument("--schedulers", default="lockstep",
                         help="the HTTP backend runs lockstep only (continuous needs backend='vllm')")
+    parser.add_argument("--arms", default="spread,affinity", help="routings to run: spread, affinity, single")
+    parser.add_argument("--shared-prefix-tokens", type=int, default=0,
+                        help="a system prompt of about this many tokens in every prompt (0: none)")
     parser.add_argument("--out", type=Path, default=None, help="write the arms as JSON here")
     args = parser.parse_args(argv)
     quiet_vllm()
     console = Console(stderr=True)
     questions = [e.question for e in load_dataset("demo", limit=args.questions, offset=args.offset).examples]
     search = {"step_beam_size": 4, "num_rollouts": 4, "seed": 0, "dtype": "float32"}
+    if args.shared_prefix_tokens:
+        search["system_prompt"] = shared_prefix(args.shared_prefix_tokens)
+    routings = args.arms.split(",")
+    if "spread" not in routings:
+        parser.error("--arms must include spread (the other arms are compared with it)")
     arms = [run_arm(routing, scheduling, questions, search, args.kv_cache_gib, console)
-            for scheduling in args.schedulers.split(",") for routing in ("spread", "affinity")]
+            for scheduling in args.schedulers.split(",") for routing in routings]
 
-    table = Table(title=f"two vllm serve replicas, {len(questions)} held-out demo questions, MFS M = N = 4, float32")
+    table = Table(title=f"vllm serve replicas, {len(questions)} held-out demo questions, MFS M = N = 4, float32, "
+                        f"shared system prompt of ~{args.shared_prefix_tokens} tokens")
     for column in ("routing", "scheduler", "prompt tokens looked up", "prefilled", "prefilled ÷ spread's",
                    "hit rate", "POSTs per replica", "spilled", "wall s", "answers = spread's"):
         table.add_column(column)
