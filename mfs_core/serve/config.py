@@ -77,10 +77,10 @@ class ServerSettings(BaseSettings):
     )
     fair_share_tokens: int = Field(
         default=4096, ge=0, le=10_000_000,
-        description="Lockstep scheduling: a decode that starts beside running ones has its rounds served alone until "
-        "it is within this many output tokens of the least-served running decode, and each call serves the decodes "
-        "within it of the least served (least attained service; 0: every decode in every call). Continuous "
-        "scheduling (vLLM) shares by itself and ignores it.",
+        description="Lockstep scheduling's fair share F (output tokens): each request (its n decodes together) is "
+        "one party; a call serves the parties within F of the least-served one, and a request that arrives while "
+        "others run enters 2F behind the least served, so its rounds run alone for F tokens (least attained "
+        "service; 0: every decode in every call). Continuous scheduling (vLLM) shares by itself and ignores it.",
     )
     model_name: str | None = Field(
         default=None, description="The model name /v1/models lists and requests must name (None: the model setting)."
