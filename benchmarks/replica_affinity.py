@@ -64,7 +64,8 @@ def run_arm(routing: str, scheduling: str, questions: list[str], search: dict, k
             console: Console) -> Arm:
     """Decode ``questions`` over fresh replicas (two; ``routing="single"``: one) and read their counters."""
     serve = MFSSettings(backend="vllm", kv_cache_gib=kv_cache_gib, vllm_kwargs={"disable_log_stats": False}, **search)
-    servers = [VLLMServer(serve, port=free_port(), log_path=Path(f"/tmp/mfs-affinity-{routing}-{i}.log"))
+    servers = [VLLMServer(serve, port=free_port(), log_path=Path(f"/tmp/mfs-affinity-{routing}-{i}.log"),
+                          startup_timeout=1200.0)  # a loaded machine compiles slowly
                for i in range(1 if routing == "single" else 2)]
     for server in servers:
         server.launch()

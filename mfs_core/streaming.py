@@ -14,7 +14,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 from typing import Any
 
 from mfs_core.errors import DecodeTimeoutError
@@ -167,8 +167,12 @@ class DecodeStream:
             yield item
 
     def _raise_first_error(self) -> None:
+        """Raise the first failed decode's exception; a decode abandoned before the engine took it up (its
+        future cancelled) fails with ``CancelledError`` as one abandoned later does, not silently."""
         for future in self._futures:
-            if not future.cancelled() and future.exception() is not None:
+            if future.cancelled():
+                raise CancelledError("the decode was abandoned before it started")
+            if future.exception() is not None:
                 raise future.exception()  # type: ignore[misc]
 
 

@@ -152,3 +152,25 @@ def test_a_stream_timeout_is_the_callers_timeout(waiter: str) -> None:
         else:
             asyncio.run(consume())
     assert all(f.abandoned for f in futures)
+
+
+@pytest.mark.parametrize("waiter", ["sync", "async"])
+def test_a_decode_abandoned_before_it_started_ends_its_stream_with_cancelled_error(waiter: str) -> None:
+    """A decode still waiting for the round in flight when it is abandoned (a server's drain) has its future
+    cancelled, not failed: its stream must still end with ``CancelledError``, not as if it had finished."""
+    stream = DecodeStream()
+    futures = [DecodeFuture(), DecodeFuture()]
+    futures[0].set_running_or_notify_cancel()
+    stream.attach(futures)
+    futures[1].abandon("the server shut down")  # never taken up: cancelled
+    assert futures[1].cancelled()
+    futures[0].set_result(_result("a"))
+
+    async def consume() -> list:
+        return [event async for event in astream_events(stream, 5.0)]
+
+    with pytest.raises(CancelledError, match="abandoned before it started"):
+        if waiter == "sync":
+            list(stream_events(stream, 5.0))
+        else:
+            asyncio.run(consume())
