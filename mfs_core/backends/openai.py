@@ -116,6 +116,25 @@ logger = logging.getLogger(__name__)
 CANCEL_POLL_S = 0.02
 """Seconds between two looks at the cancel events of a round's requests while their POSTs are in flight."""
 
+
+async def _cut_off_cancelled(in_flight: dict[int, asyncio.Future[Any]], jobs: list[tuple[Any, ...]]) -> None:
+    """Every :data:`CANCEL_POLL_S`, cancel the in-flight POSTs whose request's cancel event is set.
+
+    One watcher per :meth:`OpenAIBackend.agenerate` call (a round's requests share few cancel
+    events: one per decode), so the loop wakes once a poll, not once per POST. Runs until cancelled.
+
+    Args:
+        in_flight: job index -> the task of its POST, kept current by the senders.
+        jobs: the call's prepared jobs (``job[1]`` is the request).
+    """
+    while True:
+        await asyncio.sleep(CANCEL_POLL_S)
+        for index, post in list(in_flight.items()):
+            cancel = jobs[index][1].cancel
+            if cancel is not None and cancel.is_set():
+                post.cancel()
+
+
 class OpenAIBackend(RetryingSender):
     """Sample from OpenAI-compatible ``/v1/completions`` servers (``vllm serve`` replicas).
 
@@ -339,22 +358,36 @@ class OpenAIBackend(RetryingSender):
         if client is None:
             client = self._async_clients[loop] = self.httpx.AsyncClient(timeout=self.timeout, limits=self._limits())
         outcomes: list[Any] = [None] * len(jobs)
+        in_flight: dict[int, asyncio.Future[Any]] = {}
 
         async def send_in_turn(indices: list[int]) -> None:
             for i in indices:
                 try:
-                    outcomes[i] = await self._asend_unless_cancelled(client, jobs[i])
+                    outcomes[i] = await self._asend_unless_cancelled(client, jobs[i], in_flight, i)
                 except Exception as exc:
                     outcomes[i] = exc
 
-        await asyncio.gather(*(send_in_turn(lane) for lane in self._lanes(jobs, flat)))
+        watcher = None
+        if any(job[1].cancel is not None for job in jobs):
+            watcher = asyncio.ensure_future(_cut_off_cancelled(in_flight, jobs))
+        try:
+            await asyncio.gather(*(send_in_turn(lane) for lane in self._lanes(jobs, flat)))
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+                await asyncio.gather(watcher, return_exceptions=True)
         results, again = self._collect(requests, groups, outcomes)
         for i, redone in zip(again, await self.agenerate([requests[i] for i in again]) if again else []):
             results[i] = redone
         return results
 
-    async def _asend_unless_cancelled(self, client: Any, job: tuple[Any, ...]) -> list[Continuation]:
-        """:meth:`_asend` one job, cut off within :data:`CANCEL_POLL_S` once its request's cancel event is set.
+    async def _asend_unless_cancelled(self, client: Any, job: tuple[Any, ...],
+                                      in_flight: dict[int, asyncio.Future[Any]], index: int) -> list[Continuation]:
+        """:meth:`_asend` one job, registered in ``in_flight[index]`` while its POST runs.
+
+        The call's one watcher (:func:`_cut_off_cancelled`) cancels a registered POST within
+        :data:`CANCEL_POLL_S` once its request's cancel event is set; a request already cancelled
+        is not sent.
 
         Returns:
             The request's continuations; cancelled (before or during the POST): ``request.n``
@@ -365,12 +398,12 @@ class OpenAIBackend(RetryingSender):
         if cancel is None:
             return await self._asend(client, *job)
         if not cancel.is_set():
-            post = asyncio.ensure_future(self._asend(client, *job))
+            post = in_flight[index] = asyncio.ensure_future(self._asend(client, *job))
             try:
-                while not post.done() and not cancel.is_set():
-                    await asyncio.wait([post], timeout=CANCEL_POLL_S)
+                await asyncio.wait([post])  # not cancelled with it: the watcher's cancel is told apart below
             finally:
-                if not post.done():  # cancelled, or the caller itself was: close the connection
+                del in_flight[index]
+                if not post.done():  # the caller itself was cancelled: close the connection
                     post.cancel()
                     await asyncio.gather(post, return_exceptions=True)
             if not post.cancelled():
