@@ -391,3 +391,32 @@ def test_chat_shaped_top_logprobs_and_missing_ones() -> None:
     bare["choices"][0]["logprobs"]["top_logprobs"] = None  # a server that ignores logprobs=k
     with pytest.raises(MissingLogprobsError, match=r"returned no top log-probs for every token .* asked logprobs=2"):
         parse_completion(bare, request)
+
+
+def test_one_watcher_cancels_only_the_posts_whose_cancel_event_is_set() -> None:
+    """The call's cancel watcher (issue 44's cut-off): within a few polls it cancels the in-flight
+    POST whose request's event is set, leaves the other POST and a request without an event alone."""
+    import asyncio
+    import threading
+
+    from mfs_core.backends import openai as openai_backend
+
+    abandoned, kept = threading.Event(), threading.Event()
+    requests = [GenerationRequest(prompt="a", n=1, max_tokens=4, cancel=abandoned),
+                GenerationRequest(prompt="b", n=1, max_tokens=4, cancel=kept),
+                GenerationRequest(prompt="c", n=1, max_tokens=4)]
+    jobs = [(None, request) for request in requests]
+
+    async def scenario() -> list[bool]:
+        posts = {i: asyncio.ensure_future(asyncio.sleep(60)) for i in range(3)}
+        watcher = asyncio.ensure_future(openai_backend._cut_off_cancelled(dict(posts), jobs))
+        abandoned.set()
+        await asyncio.sleep(5 * openai_backend.CANCEL_POLL_S)
+        states = [posts[i].cancelled() for i in range(3)]
+        watcher.cancel()
+        for post in posts.values():
+            post.cancel()
+        await asyncio.gather(watcher, *posts.values(), return_exceptions=True)
+        return states
+
+    assert asyncio.run(scenario()) == [True, False, False]
