@@ -48,7 +48,8 @@ MIN_ADVANTAGE_VARIANCE = 1e-8
 
 
 def condense(result: Any) -> list[dict[str, Any]]:
-    """The fields of an MFS trace this script reads, one dict per step.
+    """The fields of an MFS trace this script keeps, one dict per step (it reads all but
+    ``selected`` and ``finished``, kept for later analyses of the same traces).
 
     Args:
         result: a :class:`~mfs_core.types.DecodeResult` of ``mfs`` (its ``steps``).
@@ -104,6 +105,7 @@ def step_table(searches: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, A
     """
     rows = []
     depth = max((len(s) for s in searches), default=0)
+    pairs = [pair for s in searches for pair in parent_child_pairs(s)]
     for t in range(depth):
         steps = [s[t] for s in searches if len(s) > t]
         values = [[c["V"] for c in step["candidates"] if c["V"] is not None] for step in steps]
@@ -114,7 +116,7 @@ def step_table(searches: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, A
             cohort = _cohort_mean(step)
             advantages += [step["candidates"][i]["F"] - cohort for i in set(step["beam_sources"])
                            if cohort is not None and step["candidates"][i]["F"] is not None]
-        children = [delta for s in searches for (pt, _, delta) in parent_child_pairs(s) if pt == t]
+        children = [delta for (pt, _, delta) in pairs if pt == t]
         rows.append({
             "t": t, "reached": len(steps), "converged": sum(step["converged"] for step in steps),
             "scored": len(pooled) / len(steps), "max_value": _mean([max(vs) for vs in values if vs]),
