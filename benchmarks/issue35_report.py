@@ -13,9 +13,12 @@ output directory and prints, in Markdown:
 * ``mfs`` against every other method, question by question (exact McNemar).
 
 It also writes the accuracy-tokens plot (:func:`mfs_core.bench.curve.plot_curve`) with every SC
-curve. Usage::
+curve. Several output directories of the same dataset (e.g. questions 200-299 and 300-399 run apart)
+are pooled: their records are read as one run, each method over every question it ran, and pairs are
+formed on the questions both methods ran. Usage::
 
     python benchmarks/issue35_report.py bench-results/issue35-fresh2 --title "demo-fresh2, held out"
+    python benchmarks/issue35_report.py benchmarks/results/issue43-qwen benchmarks/results/issue43-qwen-300
 """
 
 from __future__ import annotations
@@ -30,16 +33,38 @@ from mfs_core.bench.curve import curve_records, curve_table, matched_k, plot_cur
 from mfs_core.bench.report import paired_comparisons, summarize
 
 
-def load_run(out_dir: Path) -> tuple[list[dict[str, Any]], str]:
-    """``(records, scoring kind)`` of a bench output directory.
+def load_run(*out_dirs: Path) -> tuple[list[dict[str, Any]], str]:
+    """``(records, scoring kind)`` of one bench output directory, or of several pooled.
+
+    Args:
+        out_dirs: one or more output directories of the same dataset; their records are concatenated
+            (records are keyed by the question's dataset index, so runs at different ``--offset`` do
+            not collide).
 
     Raises:
-        FileNotFoundError: no ``records.jsonl`` or ``config.json`` there.
+        FileNotFoundError: no ``records.jsonl`` or ``config.json`` in one of them.
+        ValueError: no directory given, or their scoring kinds differ (e.g. ``gsm`` and ``demo``).
+        ValueError: the same method has a record of the same question in two directories.
     """
-    records = [json.loads(line) for line in (out_dir / "records.jsonl").read_text(encoding="utf-8").splitlines()
-               if line.strip()]
-    kind = json.loads((out_dir / "config.json").read_text(encoding="utf-8"))["kind"]
-    return records, kind
+    if not out_dirs:
+        raise ValueError("load_run needs at least one output directory")
+    records: list[dict[str, Any]] = []
+    kinds = {}
+    seen: dict[tuple[str, int], Path] = {}
+    for out_dir in out_dirs:
+        kinds[out_dir] = json.loads((out_dir / "config.json").read_text(encoding="utf-8"))["kind"]
+        for line in (out_dir / "records.jsonl").read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            key = (record["method"], record["index"])
+            if key in seen and seen[key] != out_dir:
+                raise ValueError(f"method {key[0]!r} answered question {key[1]} in both {seen[key]} and {out_dir}")
+            seen[key] = out_dir
+            records.append(record)
+    if len(set(kinds.values())) > 1:
+        raise ValueError(f"cannot pool runs of different scoring kinds: {kinds}")
+    return records, next(iter(kinds.values()))
 
 
 def _p(value: float) -> str:
@@ -97,16 +122,16 @@ def report(records: list[dict[str, Any]], kind: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Print the report of a run directory and write its plot beside the records."""
+    """Print the report of a run directory (or of several pooled) and write its plot beside the first one's records."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", type=Path, help="the run's output directory")
+    parser.add_argument("out", type=Path, nargs="+", help="the run's output directory, or several pooled")
     parser.add_argument("--title", default="", help="the plot's title")
     parser.add_argument("--plot", type=Path, default=None, help="plot path (default: OUT/accuracy_vs_tokens.png)")
     args = parser.parse_args(argv)
-    records, kind = load_run(args.out)
+    records, kind = load_run(*args.out)
     print(report(records, kind))
     labels = list(dict.fromkeys(r["method"] for r in records))
-    plot_curve(curve_table(records, kind, labels), args.plot or args.out / "accuracy_vs_tokens.png", title=args.title)
+    plot_curve(curve_table(records, kind, labels), args.plot or args.out[0] / "accuracy_vs_tokens.png", title=args.title)
 
 
 if __name__ == "__main__":

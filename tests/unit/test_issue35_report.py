@@ -6,6 +6,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.unit.test_bench_curve import RECORDS, method_record, sc_record
 
 
@@ -41,3 +43,38 @@ def test_each_search_is_paired_with_every_sc_curve_at_its_tokens(tmp_path):
     assert "- phi: 1 / 0, p = 1.000" in text  # on the two questions phi ran (mfs right on q0, phi not)
     module.main([str(tmp_path), "--title", "t"])
     assert (tmp_path / "accuracy_vs_tokens.png").stat().st_size > 1000
+
+
+def test_runs_at_two_offsets_pool_into_one_report(tmp_path):
+    module = _report_module()
+    first, second = tmp_path / "200", tmp_path / "300"
+    first.mkdir()
+    second.mkdir()
+    # questions 0-2 in one folder; questions 3, 4 in the other: mfs right on 3, cot right on 3 and 4
+    _run(first, RECORDS + [method_record("cot", i, i == 0, 100.0) for i in range(3)])
+    _run(second, [method_record("mfs", 3, True, 300.0), method_record("mfs", 4, False, 300.0),
+                  method_record("cot", 3, True, 100.0), method_record("cot", 4, True, 100.0)])
+    records, kind = module.load_run(first, second)
+    assert kind == "demo" and len(records) == len(RECORDS) + 7
+    text = module.report(records, kind)
+    # mfs over five questions: right on 0, 1, 3 = 3/5 at (150 + 250 + 200 + 300 + 300) / 5 = 240 tok/q;
+    # against cot (right on 0, 3, 4): only mfs q1, only cot q4 -> 1 / 1
+    assert "| mfs | 60.0 | 23.1-88.2 | 3/5 | 240 |" in text
+    assert "- cot: 1 / 1, p = 1.000" in text
+    module.main([str(first), str(second), "--plot", str(tmp_path / "pooled.png")])
+    assert (tmp_path / "pooled.png").stat().st_size > 1000
+
+
+def test_pooling_refuses_different_kinds_and_a_question_answered_twice(tmp_path):
+    module = _report_module()
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    _run(first, RECORDS)
+    _run(second, [method_record("mfs", 2, True, 100.0)])
+    with pytest.raises(ValueError, match="method 'mfs' answered question 2 in both"):
+        module.load_run(first, second)
+    (second / "config.json").write_text(json.dumps({"kind": "gsm"}), encoding="utf-8")
+    (second / "records.jsonl").write_text(json.dumps(method_record("mfs", 9, True, 100.0)) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="different scoring kinds"):
+        module.load_run(first, second)
