@@ -25,6 +25,14 @@ def _run(tmp_path, records):
     return tmp_path
 
 
+def _folders(tmp_path, *names):
+    """One empty run folder per name under ``tmp_path``."""
+    folders = [tmp_path / name for name in names]
+    for folder in folders:
+        folder.mkdir()
+    return folders
+
+
 def test_each_search_is_paired_with_every_sc_curve_at_its_tokens(tmp_path):
     module = _report_module()
     # a cooler SC run: right on q0 and q1 at every k, q2 from k = 4; phi: 1000 tokens/q on q0, q1
@@ -47,9 +55,7 @@ def test_each_search_is_paired_with_every_sc_curve_at_its_tokens(tmp_path):
 
 def test_runs_at_two_offsets_pool_into_one_report(tmp_path):
     module = _report_module()
-    first, second = tmp_path / "200", tmp_path / "300"
-    first.mkdir()
-    second.mkdir()
+    first, second = _folders(tmp_path, "200", "300")
     # questions 0-2 in one folder; questions 3, 4 in the other: mfs right on 3, cot right on 3 and 4
     _run(first, RECORDS + [method_record("cot", i, i == 0, 100.0) for i in range(3)])
     _run(second, [method_record("mfs", 3, True, 300.0), method_record("mfs", 4, False, 300.0),
@@ -67,9 +73,7 @@ def test_runs_at_two_offsets_pool_into_one_report(tmp_path):
 
 def test_pooling_refuses_different_kinds_and_a_question_answered_twice(tmp_path):
     module = _report_module()
-    first, second = tmp_path / "a", tmp_path / "b"
-    first.mkdir()
-    second.mkdir()
+    first, second = _folders(tmp_path, "a", "b")
     _run(first, RECORDS)
     _run(second, [method_record("mfs", 2, True, 100.0)])
     with pytest.raises(ValueError, match="method 'mfs' answered question 2 in both"):
