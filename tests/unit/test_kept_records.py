@@ -1,0 +1,70 @@
+"""docs/benchmarks.md's Qwen GSM8K tables against the records kept in benchmarks/results/.
+
+Each row's accuracy, 95% Wilson interval, output tokens per question and `mfs`'s paired counts are
+recomputed from ``records.jsonl`` with the report's own functions (:func:`mfs_core.bench.report.summarize`,
+:func:`mfs_core.bench.report.paired_comparisons`), so a table cannot drift from the records behind it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mfs_core.bench.report import paired_comparisons, summarize
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results"
+BENCHMARKS = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+
+# a table's first header cell in docs/benchmarks.md -> the run folders its rows are computed from
+TABLES = {
+    "method (GSM8K test 200-299, kept records)": ("issue43-qwen",),
+    "method (GSM8K test 200-399, kept records)": ("issue43-qwen", "issue43-qwen-300"),
+}
+# a row's first cell -> the method label of its records
+LABELS = {
+    "greedy CoT": "cot", "SC T = 0.5, k = 16": "sc-t0.5", "`mfs` (M = N = 4)": "mfs", "`mfs` (M = N = 2)": "mfs-m2",
+    "ESC (w = 4, ≤ 16)": "esc", "DeepConf online (≤ 16)": "deepconf",
+}
+
+
+def _records(*folders: str) -> list[dict]:
+    return [json.loads(line) for folder in folders
+            for line in (RESULTS / folder / "records.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _table(first_header_cell: str) -> dict[str, dict[str, str]]:
+    """``{row label: {column header: cell}}`` of the Markdown table whose header starts with the cell."""
+    lines = BENCHMARKS.split(f"\n| {first_header_cell} |", 1)[1].split("\n\n", 1)[0].splitlines()
+    header = [first_header_cell] + [c.strip() for c in lines[0].strip().strip("|").split("|")]
+    rows = {}
+    for line in lines[2:]:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        rows[cells[0]] = dict(zip(header, cells, strict=True))
+    return rows
+
+
+@pytest.mark.parametrize("first_header_cell", sorted(TABLES))
+def test_every_row_is_recomputed_from_the_kept_records(first_header_cell):
+    records = _records(*TABLES[first_header_cell])
+    rows = _table(first_header_cell)
+    assert set(rows) <= set(LABELS) and "`mfs` (M = N = 4)" in rows
+    pairs = {c.other: c for c in paired_comparisons(records, "mfs")}
+    for label, cells in rows.items():
+        method = LABELS[label]
+        summary = summarize(records, [method])[0]
+        accuracy = (f"{100 * summary.accuracy:.1f} ({100 * summary.accuracy_low:.1f}-"
+                    f"{100 * summary.accuracy_high:.1f})")
+        assert cells["accuracy % (95% CI)"] == accuracy, label
+        assert cells["output tokens/q"] == f"{summary.mean_output_tokens:,.0f}", label
+        if "wall s/q" in cells:  # seconds of the method's decodes per question (16 in flight)
+            assert cells["wall s/q"] == f"{summary.wall_seconds / summary.questions:.1f}", label
+        for folder, column in zip(TABLES[first_header_cell], ("200-299", "300-399"), strict=False):
+            if column in cells:  # the pooled table: each hundred's correct answers
+                part = summarize(_records(folder), [method])[0]
+                assert cells[column] == f"{part.correct}/{part.questions}", label
+        if method != "mfs":
+            pair = pairs[method]
+            assert cells["`mfs` only / other only · p"].startswith(f"{pair.only_method} / {pair.only_other} · "), label
