@@ -43,7 +43,8 @@ def load_run(*out_dirs: Path) -> tuple[list[dict[str, Any]], str]:
 
     Raises:
         FileNotFoundError: no ``records.jsonl`` or ``config.json`` in one of them.
-        ValueError: no directory given, or their scoring kinds differ (e.g. ``gsm`` and ``demo``).
+        ValueError: no directory given, one given twice, or their scoring kinds differ (e.g. ``gsm`` and
+            ``demo``).
         ValueError: the same method has a record of the same question in two directories.
     """
     if not out_dirs:
@@ -52,6 +53,8 @@ def load_run(*out_dirs: Path) -> tuple[list[dict[str, Any]], str]:
     kinds = {}
     seen: dict[tuple[str, int], Path] = {}
     for out_dir in out_dirs:
+        if out_dir in kinds:
+            raise ValueError(f"output directory {out_dir} given twice")
         kinds[out_dir] = json.loads((out_dir / "config.json").read_text(encoding="utf-8"))["kind"]
         for line in (out_dir / "records.jsonl").read_text(encoding="utf-8").splitlines():
             if not line.strip():

@@ -82,3 +82,5 @@ def test_pooling_refuses_different_kinds_and_a_question_answered_twice(tmp_path)
     (second / "records.jsonl").write_text(json.dumps(method_record("mfs", 9, True, 100.0)) + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match="different scoring kinds"):
         module.load_run(first, second)
+    with pytest.raises(ValueError, match="given twice"):
+        module.load_run(first, first)

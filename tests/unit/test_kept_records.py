@@ -1,18 +1,19 @@
 """docs/benchmarks.md's Qwen GSM8K tables against the records kept in benchmarks/results/.
 
-Each row's accuracy, 95% Wilson interval, output tokens per question and `mfs`'s paired counts are
-recomputed from ``records.jsonl`` with the report's own functions (:func:`mfs_core.bench.report.summarize`,
+Each row's accuracy, 95% Wilson interval, output tokens per question, wall seconds, each hundred's
+counts and `mfs`'s paired counts with their exact McNemar p are recomputed from ``records.jsonl``, read
+by the report's ``load_run`` and summed by its functions (:func:`mfs_core.bench.report.summarize`,
 :func:`mfs_core.bench.report.paired_comparisons`), so a table cannot drift from the records behind it.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from mfs_core.bench.report import paired_comparisons, summarize
+from tests.unit.test_issue35_report import _report_module
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -31,8 +32,8 @@ LABELS = {
 
 
 def _records(*folders: str) -> list[dict]:
-    return [json.loads(line) for folder in folders
-            for line in (RESULTS / folder / "records.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    """The folders' records, read (and pooled) by the report's own ``load_run``."""
+    return _report_module().load_run(*(RESULTS / folder for folder in folders))[0]
 
 
 def _table(first_header_cell: str) -> dict[str, dict[str, str]]:
@@ -67,4 +68,7 @@ def test_every_row_is_recomputed_from_the_kept_records(first_header_cell):
                 assert cells[column] == f"{part.correct}/{part.questions}", label
         if method != "mfs":
             pair = pairs[method]
-            assert cells["`mfs` only / other only · p"].startswith(f"{pair.only_method} / {pair.only_other} · "), label
+            counts, p_value = cells["`mfs` only / other only · p"].split(" · ")
+            assert counts == f"{pair.only_method} / {pair.only_other}", label
+            decimals = len(p_value.partition(".")[2])  # the exact McNemar p, as rounded in the table
+            assert abs(float(p_value) - pair.p_value) <= 0.5 * 10 ** -decimals, label
