@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from mfs_core.bench.curve import curve_records, curve_table, matched_k, plot_curve, sc_methods
-from mfs_core.bench.report import paired_comparisons, summarize
+from mfs_core.bench.report import MethodSummary, PairedComparison, paired_comparisons, summarize
 
 
 def load_run(*out_dirs: Path) -> tuple[list[dict[str, Any]], str]:
@@ -74,16 +74,27 @@ def _p(value: float) -> str:
     return "< 0.001" if value < 0.001 else f"= {value:.3f}"
 
 
-def versus_curve(records: list[dict[str, Any]], kind: str, method: str, tokens: float, curve: str) -> str:
-    """``"k = 8: 68.2% · 48 / 42 · p = 0.598"``: SC of ``curve`` at ``method``'s tokens, paired."""
+def curve_match(records: list[dict[str, Any]], kind: str, method: str, tokens: float,
+                curve: str) -> tuple[int, MethodSummary, PairedComparison] | None:
+    """``(k, SC's row at k, the paired test)``: SC of ``curve`` at the k spending ``method``'s ``tokens``
+    output tokens per question (:func:`mfs_core.bench.curve.matched_k`), paired question by question
+    (exact McNemar, :func:`mfs_core.bench.report.paired_comparisons`); None when ``curve`` has no samples."""
     held = [r for r in records if r["method"] == curve]
     k = matched_k(tokens, held)
     if k is None:
-        return ""
+        return None
     matched = curve_records(held, kind, [k], curve)
     pool = [r for r in records if r["method"] == method] + matched
     paired = next(iter(paired_comparisons(pool, method)))
-    sc_row = summarize(matched, [f"{curve}@{k}"])[0]
+    return k, summarize(matched, [f"{curve}@{k}"])[0], paired
+
+
+def versus_curve(records: list[dict[str, Any]], kind: str, method: str, tokens: float, curve: str) -> str:
+    """``"k = 8: 68.2% · 48 / 42 · p = 0.598"``: :func:`curve_match` as a table cell ("" without SC samples)."""
+    match = curve_match(records, kind, method, tokens, curve)
+    if match is None:
+        return ""
+    k, sc_row, paired = match
     return (f"k = {k}: {100 * sc_row.accuracy:.1f}% · {paired.only_method} / {paired.only_other} · "
             f"p {_p(paired.p_value)}")
 

@@ -31,9 +31,21 @@ LABELS = {
 }
 
 
+SC_COLUMN = "SC T = 0.5 at its tokens: acc · only it / only SC · p"
+
+
 def _records(*folders: str) -> list[dict]:
     """The folders' records, read (and pooled) by the report's own ``load_run``."""
     return _report_module().load_run(*(RESULTS / folder for folder in folders))[0]
+
+
+def _assert_p(cell: str, p_value: float, label: str) -> None:
+    """The exact McNemar p as rounded in a table cell (``0.039``, ``1.0``, ``< 0.001``)."""
+    if cell == "< 0.001":
+        assert p_value < 0.001, label
+        return
+    decimals = len(cell.partition(".")[2])
+    assert abs(float(cell) - p_value) <= 0.5 * 10 ** -decimals, label
 
 
 def _table(first_header_cell: str) -> dict[str, dict[str, str]]:
@@ -70,5 +82,11 @@ def test_every_row_is_recomputed_from_the_kept_records(first_header_cell):
             pair = pairs[method]
             counts, p_value = cells["`mfs` only / other only · p"].split(" · ")
             assert counts == f"{pair.only_method} / {pair.only_other}", label
-            decimals = len(p_value.partition(".")[2])  # the exact McNemar p, as rounded in the table
-            assert abs(float(p_value) - pair.p_value) <= 0.5 * 10 ** -decimals, label
+            _assert_p(p_value, pair.p_value, label)
+        if cells.get(SC_COLUMN):  # SC at T = 0.5 at the k spending the method's tokens, paired
+            k, sc_row, sc_pair = _report_module().curve_match(records, "gsm", method, summary.mean_output_tokens,
+                                                              "sc-t0.5")
+            matched, counts, p_value = cells[SC_COLUMN].split(" · ")
+            assert matched == f"k = {k}: {100 * sc_row.accuracy:.1f}%", label
+            assert counts == f"{sc_pair.only_method} / {sc_pair.only_other}", label
+            _assert_p(p_value, sc_pair.p_value, label)
