@@ -8,6 +8,7 @@ by the report's ``load_run`` and summed by its functions (:func:`mfs_core.bench.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,20 @@ def test_every_row_is_recomputed_from_the_kept_records(first_header_cell):
             assert matched == f"k = {k}: {100 * sc_row.accuracy:.1f}%", label
             assert counts == f"{sc_pair.only_method} / {sc_pair.only_other}", label
             _assert_p(p_value, sc_pair.p_value, label)
+
+
+def test_readme_quotes_the_pooled_records():
+    """README's Qwen sentence: each method's correct answers over GSM8K test 200-399 and ESC against `mfs`."""
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    quoted = re.search(r"\(\[200 held-out questions\]\[qwen43\]\) `mfs` answered (\d+) \(CoT (\d+)\), ESC (\d+) "
+                       r"\((\d+) / (\d+), p = ([\d.]+)\), DeepConf (\d+) and SC \(T = 0\.5, k = 16\) (\d+)\.", readme)
+    assert quoted, "README's Qwen sentence changed shape"
+    records = _records(*TABLES["method (GSM8K test 200-399, kept records)"])
+    correct = {row.method: row.correct for row in summarize(records, ["mfs", "cot", "esc", "deepconf", "sc-t0.5"])}
+    assert all(row.questions == 200 for row in summarize(records, list(correct)))
+    esc = next(c for c in paired_comparisons(records, "mfs") if c.other == "esc")
+    mfs, cot, esc_correct, only_esc, only_mfs, p_value, deepconf, sc = quoted.groups()  # ESC's "only it / only mfs"
+    assert [int(mfs), int(cot), int(esc_correct), int(deepconf), int(sc)] == [
+        correct["mfs"], correct["cot"], correct["esc"], correct["deepconf"], correct["sc-t0.5"]]
+    assert (int(only_mfs), int(only_esc)) == (esc.only_method, esc.only_other)
+    _assert_p(p_value, esc.p_value, "README")
