@@ -19,6 +19,8 @@ formed on the questions both methods ran. Usage::
 
     python benchmarks/issue35_report.py bench-results/issue35-fresh2 --title "demo-fresh2, held out"
     python benchmarks/issue35_report.py benchmarks/results/issue43-qwen benchmarks/results/issue43-qwen-300
+    python benchmarks/issue35_report.py benchmarks/results/issue43-qwen benchmarks/results/issue43-qwen-300 \
+        --methods cot,mfs,esc,deepconf,sc-t0.5 --plot docs/qwen_gsm8k_issue43_200-399.png
 """
 
 from __future__ import annotations
@@ -141,8 +143,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("out", type=Path, nargs="+", help="the run's output directory, or several pooled")
     parser.add_argument("--title", default="", help="the plot's title")
     parser.add_argument("--plot", type=Path, default=None, help="plot path (default: OUT/accuracy_vs_tokens.png)")
+    parser.add_argument("--methods", default="", help="comma-separated method labels to keep (default: every "
+                        "method of the run), e.g. those that ran on every pooled folder")
     args = parser.parse_args(argv)
     records, kind = load_run(*args.out)
+    if args.methods:
+        kept = [label.strip() for label in args.methods.split(",") if label.strip()]
+        present = list(dict.fromkeys(r["method"] for r in records))
+        unknown = [label for label in kept if label not in present]
+        if unknown:
+            parser.error(f"--methods {','.join(unknown)}: not in the records (they hold {', '.join(present)})")
+        records = [r for r in records if r["method"] in kept]
     print(report(records, kind))
     labels = list(dict.fromkeys(r["method"] for r in records))
     plot_curve(curve_table(records, kind, labels), args.plot or args.out[0] / "accuracy_vs_tokens.png", title=args.title)

@@ -71,6 +71,19 @@ def test_runs_at_two_offsets_pool_into_one_report(tmp_path):
     assert (tmp_path / "pooled.png").stat().st_size > 1000
 
 
+def test_methods_keeps_only_the_named_ones_and_refuses_an_unknown_label(tmp_path, capsys):
+    module = _report_module()
+    folder = _run(tmp_path, RECORDS + [method_record("cot", i, i == 0, 100.0) for i in range(3)])
+    module.main([str(folder), "--methods", "mfs,cot", "--plot", str(tmp_path / "kept.png")])
+    text = capsys.readouterr().out
+    # cot right on q0 of three at 100 tok/q; no SC left, so no SC column and no curve points
+    assert "| cot | 33.3 | 6.1-79.2 | 1/3 | 100 |" in text and "| mfs | 66.7 |" in text
+    assert "| sc@" not in text and "at its tokens" not in text and "- cot: 1 / 0, p = 1.000" in text
+    with pytest.raises(SystemExit):
+        module.main([str(folder), "--methods", "mfs,esc"])
+    assert "--methods esc: not in the records (they hold" in capsys.readouterr().err
+
+
 def test_pooling_refuses_different_kinds_and_a_question_answered_twice(tmp_path):
     module = _report_module()
     first, second = _folders(tmp_path, "a", "b")
