@@ -87,6 +87,12 @@ class LockstepScheduler(Scheduler):
             stranded, self._incoming = self._incoming, []
             self._closed = True  # an idle worker exits now (not after its 30 s wait), letting the backend go
             self._cond.notify_all()
+            idle_worker = self._worker if not self._live else None
+        if idle_worker is not None and idle_worker is not threading.current_thread():
+            # wait (bounded) for the idle worker to leave before the backend goes: at interpreter exit a
+            # worker still unwinding beside torch's teardown aborted the process ("terminate called
+            # without an active exception", exit 134) on about half of `mfs ask`'s runs
+            idle_worker.join(timeout=5.0)
         for job in stranded:
             self._fail(job, RuntimeError("the engine was closed before this decode started"))
         close = getattr(self.backend, "close", None)
