@@ -82,7 +82,11 @@ class LockstepScheduler(Scheduler):
             self._cond.notify()
 
     def close(self) -> None:
-        """Fail the decodes not yet finished and close the backend (``backend.close()`` if it has one)."""
+        """Fail the decodes not yet finished and close the backend (``backend.close()`` if it has one).
+
+        An idle worker thread (no decode in its round) is joined first, for at most 5 s, so it has left
+        when this returns; a worker in a round is not waited for (its decodes fail at the next ``generate``).
+        """
         with self._cond:
             stranded, self._incoming = self._incoming, []
             self._closed = True  # an idle worker exits now (not after its 30 s wait), letting the backend go
