@@ -25,6 +25,8 @@ TABLES = {
     "method (GSM8K test 200-299, kept records)": ("issue43-qwen",),
     "method (GSM8K test 200-399, kept records)": ("issue43-qwen", "issue43-qwen-300"),
 }
+# a run folder -> the column of a pooled table that holds its hundred's correct answers
+HUNDREDS = {"issue43-qwen": "200-299", "issue43-qwen-300": "300-399", "issue43-qwen-400": "400-499"}
 # a row's first cell -> the method label of its records
 LABELS = {
     "greedy CoT": "cot", "SC T = 0.5, k = 16": "sc-t0.5", "`mfs` (M = N = 4)": "mfs", "`mfs` (M = N = 2)": "mfs-m2",
@@ -75,8 +77,8 @@ def test_every_row_is_recomputed_from_the_kept_records(first_header_cell):
         assert cells["output tokens/q"] == f"{summary.mean_output_tokens:,.0f}", label
         if "wall s/q" in cells:  # seconds of the method's decodes per question (16 in flight)
             assert cells["wall s/q"] == f"{summary.wall_seconds / summary.questions:.1f}", label
-        for folder, column in zip(TABLES[first_header_cell], ("200-299", "300-399"), strict=False):
-            if column in cells:  # the pooled table: each hundred's correct answers
+        for folder in TABLES[first_header_cell]:
+            if (column := HUNDREDS[folder]) in cells:  # the pooled table: each hundred's correct answers
                 part = summarize(_records(folder), [method])[0]
                 assert cells[column] == f"{part.correct}/{part.questions}", label
         if method != "mfs":
