@@ -24,6 +24,7 @@ BENCHMARKS = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
 TABLES = {
     "method (GSM8K test 200-299, kept records)": ("issue43-qwen",),
     "method (GSM8K test 200-399, kept records)": ("issue43-qwen", "issue43-qwen-300"),
+    "method (GSM8K test 200-499, kept records)": ("issue43-qwen", "issue43-qwen-300", "issue43-qwen-400"),
 }
 # a run folder -> the column of a pooled table that holds its hundred's correct answers
 HUNDREDS = {"issue43-qwen": "200-299", "issue43-qwen-300": "300-399", "issue43-qwen-400": "400-499"}
