@@ -13,7 +13,7 @@ output directory and prints, in Markdown:
 * ``mfs`` against every other method, question by question (exact McNemar).
 
 It also writes the accuracy-tokens plot (:func:`mfs_core.bench.curve.plot_curve`) with every SC
-curve. Several output directories of the same dataset (e.g. questions 200-299 and 300-399 run apart)
+curve (pooled folders: only with ``--plot``). Several output directories of the same dataset (e.g. questions 200-299 and 300-399 run apart)
 are pooled: their records are read as one run, each method over every question it ran, and pairs are
 formed on the questions both methods ran. Usage::
 
@@ -138,11 +138,16 @@ def report(records: list[dict[str, Any]], kind: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Print the report of a run directory (or of several pooled) and write its plot beside the first one's records."""
+    """Print the report of a run directory (or of several pooled) and write its accuracy-tokens plot.
+
+    The plot goes to ``--plot``; without it, a single folder's plot is written beside its records
+    (``OUT/accuracy_vs_tokens.png``, as the bench writes it) and pooled folders get none, so a pooled
+    report never overwrites one folder's own plot.
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, nargs="+", help="the run's output directory, or several pooled")
     parser.add_argument("--title", default="", help="the plot's title")
-    parser.add_argument("--plot", type=Path, default=None, help="plot path (default: OUT/accuracy_vs_tokens.png)")
+    parser.add_argument("--plot", type=Path, default=None, help="plot path (default: OUT/accuracy_vs_tokens.png for one folder; none when pooled)")
     parser.add_argument("--methods", default="", help="comma-separated method labels to keep (default: every "
                         "method of the run), e.g. those that ran on every pooled folder")
     args = parser.parse_args(argv)
@@ -156,6 +161,9 @@ def main(argv: list[str] | None = None) -> None:
         records = [r for r in records if r["method"] in kept]
     print(report(records, kind))
     labels = list(dict.fromkeys(r["method"] for r in records))
+    if args.plot is None and len(args.out) > 1:  # a pooled plot belongs to no one folder: never overwrite theirs
+        print("\n(pooled folders: no plot drawn; pass --plot PATH for one)")
+        return
     plot_curve(curve_table(records, kind, labels), args.plot or args.out[0] / "accuracy_vs_tokens.png", title=args.title)
 
 

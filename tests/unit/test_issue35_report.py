@@ -69,6 +69,9 @@ def test_runs_at_two_offsets_pool_into_one_report(tmp_path):
     assert "- cot: 1 / 1, p = 1.000" in text
     module.main([str(first), str(second), "--plot", str(tmp_path / "pooled.png")])
     assert (tmp_path / "pooled.png").stat().st_size > 1000
+    # without --plot a pooled report draws nothing, so neither folder's own plot is overwritten
+    module.main([str(first), str(second)])
+    assert not (first / "accuracy_vs_tokens.png").exists() and not (second / "accuracy_vs_tokens.png").exists()
 
 
 def test_methods_keeps_only_the_named_ones_and_refuses_an_unknown_label(tmp_path, capsys):
