@@ -13,9 +13,9 @@ output directory and prints, in Markdown:
 * ``mfs`` against every other method, question by question (exact McNemar).
 
 It also writes the accuracy-tokens plot (:func:`mfs_core.bench.curve.plot_curve`) with every SC
-curve (pooled folders: only with ``--plot``). Several output directories of the same dataset (e.g. questions 200-299 and 300-399 run apart)
-are pooled: their records are read as one run, each method over every question it ran, and pairs are
-formed on the questions both methods ran. Usage::
+curve (pooled folders: only with ``--plot``). Several output directories of the same dataset (e.g.
+questions 200-299 and 300-399 run apart) are pooled: their records are read as one run, each method
+over every question it ran, and pairs are formed on the questions both methods ran. Usage::
 
     python benchmarks/issue35_report.py bench-results/issue35-fresh2 --title "demo-fresh2, held out"
     python benchmarks/issue35_report.py benchmarks/results/issue43-qwen benchmarks/results/issue43-qwen-300
@@ -147,7 +147,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, nargs="+", help="the run's output directory, or several pooled")
     parser.add_argument("--title", default="", help="the plot's title")
-    parser.add_argument("--plot", type=Path, default=None, help="plot path (default: OUT/accuracy_vs_tokens.png for one folder; none when pooled)")
+    parser.add_argument("--plot", type=Path, default=None,
+                        help="plot path (default: OUT/accuracy_vs_tokens.png for one folder; none when pooled)")
     parser.add_argument("--methods", default="", help="comma-separated method labels to keep (default: every "
                         "method of the run), e.g. those that ran on every pooled folder")
     args = parser.parse_args(argv)

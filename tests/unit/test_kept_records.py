@@ -111,3 +111,24 @@ def test_readme_quotes_the_pooled_records():
         correct["mfs"], correct["cot"], correct["esc"], correct["deepconf"], correct["sc-t0.5"]]
     assert (int(only_mfs), int(only_esc)) == (esc.only_method, esc.only_other)
     _assert_p(p_value, esc.p_value, "README")
+
+
+def test_the_300_question_sentence_quotes_the_pooled_records():
+    """docs' sentence under the 200-499 table: ESC's margin over `mfs` and CoT, with its paired counts."""
+    text = " ".join(BENCHMARKS.split())
+    quoted = re.search(r"level with greedy decoding \((\d+) against (\d+)\) at ([\d.]+) times its tokens, and ESC "
+                       r"answers (\d+) more than `mfs` \((\d+) / (\d+), p < 0\.001\) and (\d+) more than CoT "
+                       r"\((\d+) / (\d+), p < 0\.001\)", text)
+    assert quoted, "the 300-question sentence changed shape"
+    records = _records(*TABLES["method (GSM8K test 200-499, kept records)"])
+    rows = {row.method: row for row in summarize(records, ["mfs", "cot", "esc"])}
+    assert all(row.questions == 300 for row in rows.values())
+    mfs, cot, ratio, over_mfs, esc_mfs, mfs_esc, over_cot, esc_cot, cot_esc = quoted.groups()
+    assert (int(mfs), int(cot)) == (rows["mfs"].correct, rows["cot"].correct)
+    assert ratio == f"{rows['mfs'].mean_output_tokens / rows['cot'].mean_output_tokens:.1f}"
+    assert int(over_mfs) == rows["esc"].correct - rows["mfs"].correct
+    assert int(over_cot) == rows["esc"].correct - rows["cot"].correct
+    pairs = {c.other: c for c in paired_comparisons(records, "esc")}
+    for other, only_esc, only_other in (("mfs", esc_mfs, mfs_esc), ("cot", esc_cot, cot_esc)):
+        assert (int(only_esc), int(only_other)) == (pairs[other].only_method, pairs[other].only_other), other
+        assert pairs[other].p_value < 0.001, other
