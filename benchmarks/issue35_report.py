@@ -107,10 +107,10 @@ def report(records: list[dict[str, Any]], kind: str) -> str:
     labels = list(dict.fromkeys(r["method"] for r in records))
     phi = summarize(records, ["phi"]) if any(r["method"] == "phi" for r in records) else []
     phi_flops = phi[0].total_flops / phi[0].questions if phi else None
-    head = ("| method | accuracy % | 95% CI | correct | out tokens/q | total FLOPs | FLOPs/q ÷ φ's | "
-            + " | ".join(f"{c} at its tokens: acc · only it / only SC · McNemar" for c in curves)
-            + " | mean steps | stop reasons |")
-    lines = [head, "|" + " --- |" * (9 + len(curves))]
+    header = (["method", "accuracy %", "95% CI", "correct", "out tokens/q", "total FLOPs", "FLOPs/q ÷ φ's"]
+              + [f"{c} at its tokens: acc · only it / only SC · McNemar" for c in curves]
+              + ["mean steps", "stop reasons"])  # one column per SC curve, none without one
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for row in summarize(records, [m for m in labels if m not in curves]):
         mine = [r for r in records if r["method"] == row.method and r.get("error") is None]
         steps = [r["steps"] for r in mine if r.get("steps") is not None]
@@ -118,12 +118,13 @@ def report(records: list[dict[str, Any]], kind: str) -> str:
         ratio = f"{row.total_flops / row.questions / phi_flops:.2f}" if phi_flops else ""
         versus = [versus_curve(records, kind, row.method, row.mean_output_tokens, c) for c in curves]
         mean_steps = f"{sum(steps) / len(steps):.2f}" if steps and row.method not in ("cot",) else ""
-        lines.append(
-            f"| {row.method} | {100 * row.accuracy:.1f} | {100 * row.accuracy_low:.1f}-{100 * row.accuracy_high:.1f} | "
-            f"{row.correct}/{row.questions} | {row.mean_output_tokens:,.0f} | {row.total_flops:.3e} | {ratio} | "
-            + " | ".join(versus) + f" | {mean_steps} | "
-            + ", ".join(f"{k} {v}" for k, v in reasons.most_common()) + " |")
-    lines += ["", "| SC curve point | accuracy % | 95% CI | correct | out tokens/q |", "| --- | --- | --- | --- | --- |"]
+        cells = ([row.method, f"{100 * row.accuracy:.1f}", f"{100 * row.accuracy_low:.1f}-{100 * row.accuracy_high:.1f}",
+                  f"{row.correct}/{row.questions}", f"{row.mean_output_tokens:,.0f}", f"{row.total_flops:.3e}", ratio]
+                 + versus + [mean_steps, ", ".join(f"{k} {v}" for k, v in reasons.most_common())])
+        lines.append("| " + " | ".join(cells) + " |")
+    if curves:
+        lines += ["", "| SC curve point | accuracy % | 95% CI | correct | out tokens/q |",
+                  "| --- | --- | --- | --- | --- |"]
     for point in curve_table(records, kind, curves):
         if point.is_sc:
             r = point.summary

@@ -82,6 +82,10 @@ def test_methods_keeps_only_the_named_ones_and_refuses_an_unknown_label(tmp_path
     # cot right on q0 of three at 100 tok/q; no SC left, so no SC column and no curve points
     assert "| cot | 33.3 | 6.1-79.2 | 1/3 | 100 |" in text and "| mfs | 66.7 |" in text
     assert "| sc@" not in text and "at its tokens" not in text and "- cot: 1 / 0, p = 1.000" in text
+    # a well-formed table: header, separator and rows with the same nine columns, no empty SC column
+    table = text.split("\n\n")[0].splitlines()
+    assert [line.count("|") for line in table] == [10] * 4 and "|  | mean steps" not in table[0]
+    assert "SC curve point" not in text
     with pytest.raises(SystemExit):
         module.main([str(folder), "--methods", "mfs,esc"])
     assert "--methods esc: not in the records (they hold" in capsys.readouterr().err
