@@ -97,14 +97,15 @@ def test_every_row_is_recomputed_from_the_kept_records(first_header_cell):
 
 
 def test_readme_quotes_the_pooled_records():
-    """README's Qwen sentence: each method's correct answers over GSM8K test 200-399 and ESC against `mfs`."""
+    """README's Qwen sentence: each method's correct answers over GSM8K test 200-499 and ESC against `mfs`."""
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
-    quoted = re.search(r"\(\[200 held-out questions\]\[qwen43\]\) `mfs` answered (\d+) \(CoT (\d+)\), ESC (\d+) "
-                       r"\((\d+) / (\d+), p = ([\d.]+)\), DeepConf (\d+) and SC \(T = 0\.5, k = 16\) (\d+)\.", readme)
+    quoted = re.search(r"\(\[300 held-out questions\]\[qwen43\]\) `mfs` answered (\d+) \(CoT (\d+)\), ESC (\d+) "
+                       r"\((\d+) / (\d+), p (?:= )?(< 0\.001|[\d.]+)\), DeepConf (\d+) and SC \(T = 0\.5, k = 16\) (\d+)\.",
+                       readme)
     assert quoted, "README's Qwen sentence changed shape"
-    records = _records(*TABLES["method (GSM8K test 200-399, kept records)"])
+    records = _records(*TABLES["method (GSM8K test 200-499, kept records)"])
     correct = {row.method: row.correct for row in summarize(records, ["mfs", "cot", "esc", "deepconf", "sc-t0.5"])}
-    assert all(row.questions == 200 for row in summarize(records, list(correct)))
+    assert all(row.questions == 300 for row in summarize(records, list(correct)))
     esc = next(c for c in paired_comparisons(records, "mfs") if c.other == "esc")
     mfs, cot, esc_correct, only_esc, only_mfs, p_value, deepconf, sc = quoted.groups()  # ESC's "only it / only mfs"
     assert [int(mfs), int(cot), int(esc_correct), int(deepconf), int(sc)] == [
@@ -132,3 +133,49 @@ def test_the_300_question_sentence_quotes_the_pooled_records():
     for other, only_esc, only_other in (("mfs", esc_mfs, mfs_esc), ("cot", esc_cot, cot_esc)):
         assert (int(only_esc), int(only_other)) == (pairs[other].only_method, pairs[other].only_other), other
         assert pairs[other].p_value < 0.001, other
+
+
+def test_what_the_300_questions_show_quotes_the_records():
+    """docs' "What the 300 questions show": each hundred's counts, the voting methods' pairs, savings and stops."""
+    flat = " ".join(BENCHMARKS.split())
+    text = flat[flat.index("**What the 300 questions show**"):][:2500]
+    records = _records(*TABLES["method (GSM8K test 200-499, kept records)"])
+    methods = {"CoT": "cot", "`mfs`": "mfs", "ESC": "esc", "DeepConf": "deepconf", "SC": "sc-t0.5"}
+    hundreds = re.search(r"repeats the first two for every method \((.+?)\)", text)
+    assert hundreds, "the per-hundred sentence changed shape"
+    for quoted in hundreds.group(1).split("; "):  # "CoT 25, 25, 29"
+        name, *counts = re.fullmatch(r"(.+) (\d+), (\d+), (\d+)", quoted).groups()
+        expected = [summarize(_records(folder), [methods[name]])[0].correct
+                    for folder in TABLES["method (GSM8K test 200-499, kept records)"]]
+        assert [int(c) for c in counts] == expected, name
+    pairs = {(a, c.other): c for a in ("sc-t0.5", "esc", "deepconf") for c in paired_comparisons(records, a)}
+    quoted = re.search(r"ESC against DeepConf (\d+) / (\d+), p = ([\d.]+)\) and each is above greedy decoding "
+                       r"\(SC at k = 16 (\d+) / (\d+), ESC (\d+) / (\d+), p < 0\.001; DeepConf (\d+) / (\d+), "
+                       r"p = ([\d.]+)\)", text)
+    assert quoted, "the voting methods' sentence changed shape"
+    esc_dc, dc_esc, p_esc_dc, sc_cot, cot_sc, esc_cot, cot_esc, dc_cot, cot_dc, p_dc_cot = quoted.groups()
+    for (method, other), (only_it, only_other) in {("esc", "deepconf"): (esc_dc, dc_esc),
+                                                   ("sc-t0.5", "cot"): (sc_cot, cot_sc), ("esc", "cot"): (esc_cot, cot_esc),
+                                                   ("deepconf", "cot"): (dc_cot, cot_dc)}.items():
+        pair = pairs[(method, other)]
+        assert (int(only_it), int(only_other)) == (pair.only_method, pair.only_other), (method, other)
+    assert pairs[("sc-t0.5", "cot")].p_value < 0.001 and pairs[("esc", "cot")].p_value < 0.001
+    _assert_p(p_esc_dc, pairs[("esc", "deepconf")].p_value, "ESC against DeepConf")
+    _assert_p(p_dc_cot, pairs[("deepconf", "cot")].p_value, "DeepConf against CoT")
+    rows = {row.method: row for row in summarize(records, list(methods.values()))}
+    saving = re.search(r"ESC and DeepConf spend (\d+)% and (\d+)% fewer tokens than SC at k = 16", text)
+    assert saving, "the savings sentence changed shape"
+    for method, quoted_percent in zip(("esc", "deepconf"), saving.groups(), strict=True):
+        fewer = 100 * (1 - rows[method].mean_output_tokens / rows["sc-t0.5"].mean_output_tokens)
+        assert int(quoted_percent) == round(fewer), method
+    stops = re.search(r"ESC on (\d+) of 300 questions, DeepConf on (\d+)\).+?stopped it on (\d+) of the 300 "
+                      r"questions, after ([\d.]+) steps on average", text)
+    assert stops, "the stops sentence changed shape"
+
+    def _stopped(method: str, reason: str) -> int:
+        return sum(r["method"] == method and r.get("stop_reason") == reason for r in records)
+
+    mfs_steps = [r["steps"] for r in records if r["method"] == "mfs"]
+    assert [int(stops.group(1)), int(stops.group(2)), int(stops.group(3))] == [
+        _stopped("esc", "unanimous_window"), _stopped("deepconf", "consensus"), _stopped("mfs", "converged")]
+    assert stops.group(4) == f"{sum(mfs_steps) / len(mfs_steps):.2f}" and len(mfs_steps) == 300
