@@ -118,8 +118,9 @@ def report(records: list[dict[str, Any]], kind: str) -> str:
         ratio = f"{row.total_flops / row.questions / phi_flops:.2f}" if phi_flops else ""
         versus = [versus_curve(records, kind, row.method, row.mean_output_tokens, c) for c in curves]
         mean_steps = f"{sum(steps) / len(steps):.2f}" if steps and row.method not in ("cot",) else ""
-        cells = ([row.method, f"{100 * row.accuracy:.1f}", f"{100 * row.accuracy_low:.1f}-{100 * row.accuracy_high:.1f}",
-                  f"{row.correct}/{row.questions}", f"{row.mean_output_tokens:,.0f}", f"{row.total_flops:.3e}", ratio]
+        interval = f"{100 * row.accuracy_low:.1f}-{100 * row.accuracy_high:.1f}"
+        cells = ([row.method, f"{100 * row.accuracy:.1f}", interval, f"{row.correct}/{row.questions}",
+                  f"{row.mean_output_tokens:,.0f}", f"{row.total_flops:.3e}", ratio]
                  + versus + [mean_steps, ", ".join(f"{k} {v}" for k, v in reasons.most_common())])
         lines.append("| " + " | ".join(cells) + " |")
     if curves:

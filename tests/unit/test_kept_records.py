@@ -100,8 +100,8 @@ def test_readme_quotes_the_pooled_records():
     """README's Qwen sentence: each method's correct answers over GSM8K test 200-499 and ESC against `mfs`."""
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     quoted = re.search(r"\(\[300 held-out questions\]\[qwen43\]\) `mfs` answered (\d+) \(CoT (\d+)\), ESC (\d+) "
-                       r"\((\d+) / (\d+), p (?:= )?(< 0\.001|[\d.]+)\), DeepConf (\d+) and SC \(T = 0\.5, k = 16\) (\d+)\.",
-                       readme)
+                       r"\((\d+) / (\d+), p (?:= )?(< 0\.001|[\d.]+)\), DeepConf (\d+) and SC "
+                       r"\(T = 0\.5, k = 16\) (\d+)\.", readme)
     assert quoted, "README's Qwen sentence changed shape"
     records = _records(*TABLES["method (GSM8K test 200-499, kept records)"])
     correct = {row.method: row.correct for row in summarize(records, ["mfs", "cot", "esc", "deepconf", "sc-t0.5"])}
@@ -155,9 +155,9 @@ def test_what_the_300_questions_show_quotes_the_records():
                        r"p = ([\d.]+)\)", text)
     assert quoted, "the voting methods' sentence changed shape"
     esc_dc, dc_esc, p_esc_dc, sc_cot, cot_sc, esc_cot, cot_esc, dc_cot, cot_dc, p_dc_cot = quoted.groups()
-    for (method, other), (only_it, only_other) in {("esc", "deepconf"): (esc_dc, dc_esc),
-                                                   ("sc-t0.5", "cot"): (sc_cot, cot_sc), ("esc", "cot"): (esc_cot, cot_esc),
-                                                   ("deepconf", "cot"): (dc_cot, cot_dc)}.items():
+    quoted_pairs = {("esc", "deepconf"): (esc_dc, dc_esc), ("sc-t0.5", "cot"): (sc_cot, cot_sc),
+                    ("esc", "cot"): (esc_cot, cot_esc), ("deepconf", "cot"): (dc_cot, cot_dc)}
+    for (method, other), (only_it, only_other) in quoted_pairs.items():
         pair = pairs[(method, other)]
         assert (int(only_it), int(only_other)) == (pair.only_method, pair.only_other), (method, other)
     assert pairs[("sc-t0.5", "cot")].p_value < 0.001 and pairs[("esc", "cot")].p_value < 0.001
