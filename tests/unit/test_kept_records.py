@@ -180,3 +180,25 @@ def test_what_the_300_questions_show_quotes_the_records():
     assert [int(stops.group(1)), int(stops.group(2)), int(stops.group(3))] == [
         _stopped("esc", "unanimous_window"), _stopped("deepconf", "consensus"), _stopped("mfs", "converged")]
     assert stops.group(4) == f"{sum(mfs_steps) / len(mfs_steps):.2f}" and len(mfs_steps) == 300
+
+
+def test_the_300_question_curve_and_smaller_search_quote_the_records():
+    """docs' sentences under the 200-499 table: `mfs` at M = N = 2 against CoT, and SC's curve over the 300."""
+    flat = " ".join(BENCHMARKS.split())
+    records = _records(*TABLES["method (GSM8K test 200-499, kept records)"])
+    smaller = re.search(r"`mfs` at M = N = 2, answers (\d+) of 300, below CoT by (\d+) / (\d+) \(p = ([\d.]+)\) at "
+                        r"([\d.]+) times its tokens", flat)
+    assert smaller, "the smaller search's sentence changed shape"
+    rows = {row.method: row for row in summarize(records, ["mfs-m2", "cot"])}
+    pair = next(c for c in paired_comparisons(records, "mfs-m2") if c.other == "cot")
+    assert int(smaller.group(1)) == rows["mfs-m2"].correct and rows["mfs-m2"].questions == 300
+    assert (int(smaller.group(2)), int(smaller.group(3))) == (pair.only_method, pair.only_other)
+    _assert_p(smaller.group(4), pair.p_value, "mfs-m2 against CoT")
+    assert smaller.group(5) == f"{rows['mfs-m2'].mean_output_tokens / rows['cot'].mean_output_tokens:.1f}"
+    curve = re.search(r"Self-consistency's curve at T = 0\.5 over the 300: k = 1, 2, 4, 8, 16 answer ([\d., ]+)% at "
+                      r"([\d, ]+) output tokens per question", flat)
+    assert curve, "the 300-question curve sentence changed shape"
+    points = [p.summary for p in _report_module().curve_table(records, "gsm", ["sc-t0.5"]) if p.is_sc]
+    assert [p.method for p in points] == [f"sc-t0.5@{k}" for k in (1, 2, 4, 8, 16)]
+    assert curve.group(1) == ", ".join(f"{100 * p.accuracy:.1f}" for p in points)
+    assert curve.group(2) == ", ".join(f"{p.mean_output_tokens:,.0f}" for p in points)
