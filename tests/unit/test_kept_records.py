@@ -31,7 +31,7 @@ HUNDREDS = {"issue43-qwen": "200-299", "issue43-qwen-300": "300-399", "issue43-q
 # a row's first cell -> the method label of its records
 LABELS = {
     "greedy CoT": "cot", "SC T = 0.5, k = 16": "sc-t0.5", "`mfs` (M = N = 4)": "mfs", "`mfs` (M = N = 2)": "mfs-m2",
-    "ESC (w = 4, ≤ 16)": "esc", "DeepConf online (≤ 16)": "deepconf",
+    "ESC (w = 4, ≤ 16)": "esc", "DeepConf online (≤ 16)": "deepconf", "`mfs-paper`": "mfs-paper",
 }
 
 
@@ -202,3 +202,50 @@ def test_the_300_question_curve_and_smaller_search_quote_the_records():
     assert [p.method for p in points] == [f"sc-t0.5@{k}" for k in (1, 2, 4, 8, 16)]
     assert curve.group(1) == ", ".join(f"{100 * p.accuracy:.1f}" for p in points)
     assert curve.group(2) == ", ".join(f"{p.mean_output_tokens:,.0f}" for p in points)
+
+
+def test_the_mfs_paper_paragraph_quotes_the_records():
+    """docs' `mfs-paper` paragraph (GSM8K test 200-299): its row, stops, steps, pairs and FLOPs against φ's."""
+    flat = " ".join(BENCHMARKS.split())
+    text = flat[flat.index("**The paper's MFS, `mfs-paper`, on 200-299**"):][:1600]
+    records = _records("issue43-qwen")
+    rows = {row.method: row for row in summarize(records, ["mfs-paper", "mfs"])}
+    paper = rows["mfs-paper"]
+    head = re.search(r"answered \*\*(\d+)/(\d+)\*\* \(([\d.]+)-([\d.]+)%\) at ([\d,]+) output tokens and ([\d.]+) s "
+                     r"per question \(16 in flight\), ([\d.]+) times the default `mfs`'s tokens", text)
+    assert head, "the paragraph's first sentence changed shape"
+    assert head.groups() == (str(paper.correct), str(paper.questions), f"{100 * paper.accuracy_low:.1f}",
+                             f"{100 * paper.accuracy_high:.1f}", f"{paper.mean_output_tokens:,.0f}",
+                             f"{paper.wall_seconds / paper.questions:.1f}",
+                             f"{paper.mean_output_tokens / rows['mfs'].mean_output_tokens:.1f}")
+    stops = re.search(r"convergence on (\d+) questions, reached `max_steps` on (\d+) and a full finished pool on "
+                      r"(\d+), after ([\d.]+) steps on average \(the default: ([\d.]+)\)", text)
+    assert stops, "the stops sentence changed shape"
+    mine = [r for r in records if r["method"] == "mfs-paper"]
+    reasons = [sum(r["stop_reason"] == reason for r in mine) for reason in ("converged", "max_steps",
+                                                                            "finished_pool_full")]
+    assert [int(n) for n in stops.groups()[:3]] == reasons and sum(reasons) == len(mine) == 100
+    for method, quoted in (("mfs-paper", stops.group(4)), ("mfs", stops.group(5))):
+        steps = [r["steps"] for r in records if r["method"] == method]
+        assert quoted == f"{sum(steps) / len(steps):.2f}", method
+    pairs = {c.other: c for c in paired_comparisons(records, "mfs-paper")}
+    names = {"greedy CoT": "cot", "the default `mfs`": "mfs", "ESC": "esc", "DeepConf": "deepconf"}
+    for name, method in names.items():
+        quoted = re.search(rf"against {re.escape(name)} (\d+) / (\d+) \(p = ([\d.]+)\)", text)
+        assert quoted, name
+        assert (int(quoted.group(1)), int(quoted.group(2))) == (pairs[method].only_method, pairs[method].only_other)
+        _assert_p(quoted.group(3), pairs[method].p_value, name)
+    sc = re.search(r"against SC at T = 0\.5 at k = (\d+) \(([\d.]+)%, fewer tokens than its own\) (\d+) / (\d+) "
+                   r"\(p = ([\d.]+)\)", text)
+    assert sc, "the SC sentence changed shape"
+    k, sc_row, sc_pair = _report_module().curve_match(records, "gsm", "mfs-paper", paper.mean_output_tokens, "sc-t0.5")
+    assert sc.groups()[:4] == (str(k), f"{100 * sc_row.accuracy:.1f}", str(sc_pair.only_method),
+                               str(sc_pair.only_other))
+    assert sc_row.mean_output_tokens < paper.mean_output_tokens
+    _assert_p(sc.group(5), sc_pair.p_value, "SC")
+    phi = re.search(r"on φ's (\d+) questions (\d+) / (\d+), at ([\d.]+) of φ's FLOPs there", text)
+    assert phi, "the φ sentence changed shape"
+    phi_flops = {r["index"]: r["flops"] for r in records if r["method"] == "phi"}
+    paper_flops = sum(r["flops"] for r in mine if r["index"] in phi_flops)
+    assert phi.groups() == (str(len(phi_flops)), str(pairs["phi"].only_method), str(pairs["phi"].only_other),
+                            f"{paper_flops / sum(phi_flops.values()):.2f}")
