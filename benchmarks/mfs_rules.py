@@ -80,6 +80,7 @@ from pathlib import Path
 
 from mfs_core.bench.curve import curve_table, format_curve, plot_curve
 from mfs_core.bench.datasets import load_dataset
+from mfs_core.bench.drain import drain_on_sigterm
 from mfs_core.bench.report import format_table, summarize
 from mfs_core.bench.runner import BenchMethod, run_bench
 from mfs_core.engine import MFSEngine
@@ -202,8 +203,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         from tqdm.auto import tqdm
 
-        records = run_bench(engine, data, methods, args.out, settings=settings, sc_k=args.sc_k,
-                            concurrency=args.concurrency, progress=lambda **kw: tqdm(unit="q", **kw))
+        with drain_on_sigterm() as stop:  # kill PID: the questions in flight finish, then it stops (resumable)
+            records = run_bench(engine, data, methods, args.out, settings=settings, sc_k=args.sc_k,
+                                concurrency=args.concurrency, progress=lambda **kw: tqdm(unit="q", **kw), stop=stop)
     finally:
         engine.close()
     labels = [m.label for m in methods]

@@ -214,6 +214,7 @@ def bench(
     from pydantic import ValidationError
 
     from mfs_core.bench.datasets import load_dataset
+    from mfs_core.bench.drain import drain_on_sigterm
     from mfs_core.bench.requirements import check_bench_dependencies
     from mfs_core.bench.runner import parse_methods, run_bench
     from mfs_core.engine import MFSEngine
@@ -260,8 +261,12 @@ def bench(
             def bar(**kwargs: object) -> object:
                 return tqdm(unit="q", dynamic_ncols=True, **kwargs)
 
-        records = run_bench(engine, data, chosen, out_dir, settings=settings, sc_k=k, concurrency=concurrency,
-                            progress=bar)
+        with drain_on_sigterm() as stop:  # kill PID: the questions in flight finish, then it reports (resumable)
+            records = run_bench(engine, data, chosen, out_dir, settings=settings, sc_k=k, concurrency=concurrency,
+                                progress=bar, stop=stop)
+        if stop.is_set():
+            typer.echo(f"stopped by SIGTERM with {len(records)} of {len(data.examples) * len(chosen)} records; "
+                       "the same command resumes", err=True)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc

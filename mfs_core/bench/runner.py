@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -226,6 +227,7 @@ def run_bench(
     concurrency: int = 8,
     progress: Callable[..., Any] | None = None,
     warmup: bool = True,
+    stop: threading.Event | None = None,
 ) -> list[dict[str, Any]]:
     """Decode every question of ``dataset`` with every method; append records as they finish.
 
@@ -244,6 +246,9 @@ def run_bench(
         progress: a ``tqdm``-like factory ``(total=, initial=, desc=) -> bar`` or None.
         warmup: decode one question with CoT (8 tokens, untimed, not recorded) before the
             first method, so that one-time costs do not land on whichever method runs first.
+        stop: once set (e.g. by :func:`~mfs_core.bench.drain.drain_on_sigterm`), no further
+            question is started: the questions in flight finish and are recorded, later methods
+            are skipped, and the records so far are returned (a rerun resumes).
 
     Returns:
         Every record of the current questions and methods (old and new), in file order.
@@ -277,12 +282,16 @@ def run_bench(
     prompts = {ex.index: render_example(ex, engine.backend, base) for ex in dataset.examples}
     ordered = sorted(methods, key=lambda m: m.decoder in SC_DECODERS and sc_k == "auto")
     done_pairs = {(r["method"], r["index"]) for r in records}
-    if warmup and any((m.label, ex.index) not in done_pairs for m in methods for ex in dataset.examples):
+    missing = any((m.label, ex.index) not in done_pairs for m in methods for ex in dataset.examples)
+    if warmup and missing and not (stop is not None and stop.is_set()):
         # One short untimed decode first, so one-time costs (allocation, kernels) land on no method.
         short = base.changed(max_answer_tokens=8)
         engine.decode_prompts([prompts[dataset.examples[0].index]], settings=short, method="cot")
     with records_path.open("a", encoding="utf-8") as sink:
         for method in ordered:
+            if stop is not None and stop.is_set():
+                logger.warning("stopped before %s; rerun with the same output directory to resume", method.label)
+                break
             current = [r for r in records if r["index"] in by_index]
             k = auto_sc_k(current) if method.decoder in SC_DECODERS and sc_k == "auto" else sc_k
             msettings = method_settings(base, method, k if isinstance(k, int) else None)
@@ -290,7 +299,7 @@ def run_bench(
             todo = [ex for ex in dataset.examples if ex.index not in done]
             bar = progress(total=len(dataset.examples), initial=len(dataset.examples) - len(todo), desc=method.label) \
                 if progress else None
-            for rec in _run_method(engine, method, msettings, dataset.kind, todo, prompts, concurrency):
+            for rec in _run_method(engine, method, msettings, dataset.kind, todo, prompts, concurrency, stop):
                 sink.write(json.dumps(rec, default=str) + "\n")
                 sink.flush()
                 records.append(rec)
@@ -303,12 +312,18 @@ def run_bench(
 
 
 def _run_method(engine: MFSEngine, method: BenchMethod, settings: MFSSettings, kind: str, todo: list[Example],
-                prompts: dict[int, str], concurrency: int) -> Iterable[dict[str, Any]]:
-    """Yield one record per question as it finishes, ``concurrency`` questions in flight."""
+                prompts: dict[int, str], concurrency: int,
+                stop: threading.Event | None = None) -> Iterable[dict[str, Any]]:
+    """Yield one record per question as it finishes, ``concurrency`` questions in flight; once ``stop`` is
+    set, start no more and drain the ones in flight."""
     pending = list(reversed(todo))
     flight: dict[Future, Example] = {}
     last_time, last_generate = time.perf_counter(), engine.stats.generate_seconds
     while pending or flight:
+        if stop is not None and stop.is_set() and pending:
+            logger.warning("%s: %d question(s) not started, %d in flight finishing", method.label, len(pending),
+                           len(flight))
+            pending.clear()
         batch = [pending.pop() for _ in range(min(len(pending), concurrency - len(flight)))]
         if batch:  # one submission, so the engine starts them in the same round
             keys = [answer_key(kind, ex.question) for ex in batch]  # multiple choice: votes by its options
