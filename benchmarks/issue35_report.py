@@ -10,7 +10,10 @@ output directory and prints, in Markdown:
   of the run (``sc``, and ``sc-rollout-temperature`` when it ran), with the paired counts and
   the exact McNemar p;
 * the SC curves' points (k = 1, 2, 4, ...), from the same records;
-* ``mfs`` against every other method, question by question (exact McNemar).
+* ``mfs`` (or ``--versus``'s method) against every other method, question by question (exact McNemar).
+
+``--questions-of phi`` keeps only the questions φ ran (φ is the slowest method: a run may hold it on
+part of the set), so every row, the FLOPs ratio to φ's and the pairs are over the same questions.
 
 It also writes the accuracy-tokens plot (:func:`mfs_core.bench.curve.plot_curve`) with every SC
 curve (pooled folders: only with ``--plot``). Several output directories of the same dataset (e.g.
@@ -21,6 +24,7 @@ over every question it ran, and pairs are formed on the questions both methods r
     python benchmarks/issue35_report.py benchmarks/results/issue43-qwen benchmarks/results/issue43-qwen-300
     python benchmarks/issue35_report.py benchmarks/results/issue43-qwen benchmarks/results/issue43-qwen-300 \
         --methods cot,mfs,esc,deepconf,sc-t0.5 --plot docs/qwen_gsm8k_issue43_200-399.png
+    python benchmarks/issue35_report.py benchmarks/results/issue43-qwen --questions-of phi --versus phi
 """
 
 from __future__ import annotations
@@ -101,8 +105,8 @@ def versus_curve(records: list[dict[str, Any]], kind: str, method: str, tokens: 
             f"p {_p(paired.p_value)}")
 
 
-def report(records: list[dict[str, Any]], kind: str) -> str:
-    """The Markdown tables described in the module docstring."""
+def report(records: list[dict[str, Any]], kind: str, paired_with: str = "mfs") -> str:
+    """The Markdown tables described in the module docstring; ``paired_with`` is paired with every other method."""
     curves = sc_methods(records)
     labels = list(dict.fromkeys(r["method"] for r in records))
     phi = summarize(records, ["phi"]) if any(r["method"] == "phi" for r in records) else []
@@ -131,11 +135,11 @@ def report(records: list[dict[str, Any]], kind: str) -> str:
             r = point.summary
             lines.append(f"| {r.method} | {100 * r.accuracy:.1f} | {100 * r.accuracy_low:.1f}-{100 * r.accuracy_high:.1f} "
                          f"| {r.correct}/{r.questions} | {r.mean_output_tokens:,.0f} |")
-    if any(r["method"] == "mfs" for r in records):
-        lines += ["", "`mfs` question by question against every other method (only `mfs` / only the other, "
-                  "exact McNemar p, on the questions both ran):", ""]
+    if any(r["method"] == paired_with for r in records):
+        lines += ["", f"`{paired_with}` question by question against every other method (only `{paired_with}` / "
+                  "only the other, exact McNemar p, on the questions both ran):", ""]
         lines += [f"- {c.other}: {c.only_method} / {c.only_other}, p {_p(c.p_value)}"
-                  for c in paired_comparisons(records, "mfs")]
+                  for c in paired_comparisons(records, paired_with)]
     return "\n".join(lines)
 
 
@@ -153,6 +157,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="plot path (default: OUT/accuracy_vs_tokens.png for one folder; none when pooled)")
     parser.add_argument("--methods", default="", help="comma-separated method labels to keep (default: every "
                         "method of the run), e.g. those that ran on every pooled folder")
+    parser.add_argument("--questions-of", default="", help="keep only the questions this method has a record of "
+                        "(e.g. phi, run on part of the set), so every row is over the same questions")
+    parser.add_argument("--versus", default="mfs", help="the method paired with every other, question by question")
     args = parser.parse_args(argv)
     records, kind = load_run(*args.out)
     if args.methods:
@@ -162,10 +169,15 @@ def main(argv: list[str] | None = None) -> None:
         if unknown:
             parser.error(f"--methods {','.join(unknown)}: not in the records (they hold {', '.join(present)})")
         records = [r for r in records if r["method"] in kept]
-    print(report(records, kind))
+    if args.questions_of:
+        asked = {r["index"] for r in records if r["method"] == args.questions_of}
+        if not asked:
+            parser.error(f"--questions-of {args.questions_of}: no records of that method")
+        records = [r for r in records if r["index"] in asked]
+    print(report(records, kind, paired_with=args.versus))
     labels = list(dict.fromkeys(r["method"] for r in records))
-    if args.plot is None and len(args.out) > 1:  # a pooled plot belongs to no one folder: never overwrite theirs
-        print("\n(pooled folders: no plot drawn; pass --plot PATH for one)")
+    if args.plot is None and (len(args.out) > 1 or args.questions_of):  # never overwrite one folder's own plot
+        print("\n(pooled folders or a subset of questions: no plot drawn; pass --plot PATH for one)")
         return
     plot_curve(curve_table(records, kind, labels), args.plot or args.out[0] / "accuracy_vs_tokens.png", title=args.title)
 

@@ -104,3 +104,20 @@ def test_pooling_refuses_different_kinds_and_a_question_answered_twice(tmp_path)
         module.load_run(first, second)
     with pytest.raises(ValueError, match="given twice"):
         module.load_run(first, first)
+
+
+def test_questions_of_keeps_the_questions_one_method_ran_and_versus_pairs_it(tmp_path, capsys):
+    module = _report_module()
+    # phi on q0 (wrong) and q1 (right) only, 1,000 tokens each; mfs right on q0 and q1, wrong on q2
+    folder = _run(tmp_path, RECORDS + [method_record("phi", 0, False, 1000.0), method_record("phi", 1, True, 1000.0)])
+    module.main([str(folder), "--questions-of", "phi", "--versus", "phi"])
+    text = capsys.readouterr().out
+    # mfs on q0, q1 only: 2/2 at (150 + 250) / 2 = 200 tok/q; FLOPs per question 200 / 1000 of phi's, paired
+    assert "| mfs | 100.0 | 34.2-100.0 | 2/2 | 200 | 2.400e+06 | 0.20 |" in text
+    assert "| phi | 50.0 | 9.5-90.5 | 1/2 | 1,000 | 1.200e+07 | 1.00 |" in text
+    assert "`phi` question by question" in text and "- mfs: 0 / 1, p = 1.000" in text
+    assert "| sc@4 | 100.0 | 34.2-100.0 | 2/2 | 400 |" in text  # SC's curve on q0, q1 too
+    assert not (folder / "accuracy_vs_tokens.png").exists()  # a subset's plot is drawn only with --plot
+    with pytest.raises(SystemExit):
+        module.main([str(folder), "--questions-of", "esc"])
+    assert "--questions-of esc: no records of that method" in capsys.readouterr().err
