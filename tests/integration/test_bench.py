@@ -93,3 +93,40 @@ def test_bench_reports_bad_input_without_a_traceback(tmp_path: Path) -> None:
     assert "unknown dataset 'mmlu'" in result.output
     result = CliRunner().invoke(app, ["bench", "--dataset", str(FIXTURE), "--methods", "cot,beam", "--out", str(tmp_path)])
     assert result.exit_code == 2 and "unknown method(s) ['beam']" in result.output
+
+
+def test_sigterm_finishes_the_question_in_flight_and_the_rerun_completes(tmp_path: Path) -> None:
+    """The first SIGTERM starts no further question: the bench reports what it recorded and a rerun resumes."""
+    import os
+    import signal
+    import threading
+    import time
+
+    out = tmp_path / "run"
+    records_path = out / "records.jsonl"
+    handler_before = signal.getsignal(signal.SIGTERM)
+
+    def terminate_after_the_first_record() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if records_path.is_file() and records_path.read_text().count("\n") >= 1:
+                os.kill(os.getpid(), signal.SIGTERM)  # handled in the main thread, where CliRunner runs the bench
+                return
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=terminate_after_the_first_record, daemon=True)
+    watcher.start()
+    stopped = _bench(out, "cot,mfs", "--limit", "4", "--concurrency", "1")
+    watcher.join()
+    assert stopped.exit_code == 0, stopped.output
+    records = [json.loads(line) for line in records_path.read_text().splitlines()]
+    # cot on question 0, and at most question 1 if it started before the signal landed; mfs never started
+    assert [r["index"] for r in records] in ([0], [0, 1]) and {r["method"] for r in records} == {"cot"}
+    assert all(r["error"] is None for r in records)
+    assert f"stopped by SIGTERM with {len(records)} of 8 records; the same command resumes" in stopped.output
+    assert signal.getsignal(signal.SIGTERM) == handler_before  # the handler is gone once the bench returned
+    resumed = _bench(out, "cot,mfs", "--limit", "4", "--concurrency", "1")
+    assert resumed.exit_code == 0, resumed.output
+    again = [json.loads(line) for line in records_path.read_text().splitlines()]
+    assert again[:len(records)] == records  # kept, not redone
+    assert sorted((r["method"], r["index"]) for r in again) == sorted((m, i) for m in ("cot", "mfs") for i in range(4))
