@@ -276,3 +276,41 @@ def test_the_phi_table_is_recomputed_on_phis_questions():
         counts, p_value = cells["φ only / other only · p"].split(" · ")
         assert counts == f"{pairs[method].only_method} / {pairs[method].only_other}", label
         _assert_p(p_value, pairs[method].p_value, label)
+
+
+def test_the_phi_paragraph_quotes_the_records():
+    """docs' sentences under the φ table: tokens range, φ against SC k = 16 and ESC, stops and steps."""
+    flat = " ".join(BENCHMARKS.split())
+    text = flat[flat.index("**φ-Decoding on its first questions of 200-299**"):][:3500]
+    records = _records("issue43-qwen")
+    phi = [r for r in records if r["method"] == "phi"]
+    asked = {r["index"] for r in phi}
+    records = [r for r in records if r["index"] in asked]
+    span = re.search(r"takes ([\d,]+)-([\d,]+) output tokens", text)
+    assert span and span.groups() == (f"{min(r['output_tokens'] for r in phi):,}",
+                                      f"{max(r['output_tokens'] for r in phi):,}")
+    rows = {row.method: row for row in summarize(records, ["phi", "sc-t0.5", "esc"])}
+    pairs = {c.other: c for c in paired_comparisons(records, "phi")}
+    head = re.search(r"On these (\d+) φ answered (\d+), one fewer than SC at k = 16 \((\d+); (\d+) / (\d+) questions, "
+                     r"p = ([\d.]+)\) at ([\d.]+) times its tokens", text)
+    assert head, "the φ paragraph's first sentence changed shape"
+    assert head.groups()[:5] == (str(len(asked)), str(rows["phi"].correct), str(rows["sc-t0.5"].correct),
+                                 str(pairs["sc-t0.5"].only_method), str(pairs["sc-t0.5"].only_other))
+    assert rows["phi"].correct == rows["sc-t0.5"].correct - 1
+    _assert_p(head.group(6), pairs["sc-t0.5"].p_value, "SC")
+    assert head.group(7) == f"{rows['phi'].mean_output_tokens / rows['sc-t0.5'].mean_output_tokens:.1f}"
+    esc = re.search(r"below ESC \((\d+); (\d+) / (\d+), p = ([\d.]+)\)", text)
+    assert esc and esc.groups()[:3] == (str(rows["esc"].correct), str(pairs["esc"].only_method),
+                                        str(pairs["esc"].only_other))
+    _assert_p(esc.group(4), pairs["esc"].p_value, "ESC")
+    assert all(c.p_value >= 0.05 for c in pairs.values())  # "no difference is significant"
+    stops = re.search(r"clustered convergence on (\d+) questions, at `max_steps` on (\d+) and with every beam "
+                      r"finished on (\d+), after ([\d.]+) steps on average \(on the same questions `mfs` ([\d.]+), "
+                      r"`mfs-paper` ([\d.]+)\)", text)
+    assert stops, "the stops sentence changed shape"
+    counts = [sum(r["stop_reason"] == reason for r in phi) for reason in ("cluster_converged", "max_steps",
+                                                                          "all_finished")]
+    assert [int(n) for n in stops.groups()[:3]] == counts and sum(counts) == len(phi)
+    for method, quoted in (("phi", stops.group(4)), ("mfs", stops.group(5)), ("mfs-paper", stops.group(6))):
+        steps = [r["steps"] for r in records if r["method"] == method]
+        assert quoted == f"{sum(steps) / len(steps):.2f}", method
