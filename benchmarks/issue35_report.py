@@ -105,6 +105,12 @@ def versus_curve(records: list[dict[str, Any]], kind: str, method: str, tokens: 
             f"p {_p(paired.p_value)}")
 
 
+def questions_of(records: list[dict[str, Any]], method: str) -> list[dict[str, Any]]:
+    """Every method's records of the questions ``method`` has a record of (e.g. φ's part of the set), in order."""
+    asked = {r["index"] for r in records if r["method"] == method}
+    return [r for r in records if r["index"] in asked]
+
+
 def report(records: list[dict[str, Any]], kind: str, paired_with: str = "mfs") -> str:
     """The Markdown tables described in the module docstring; ``paired_with`` is paired with every other method."""
     curves = sc_methods(records)
@@ -170,10 +176,9 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--methods {','.join(unknown)}: not in the records (they hold {', '.join(present)})")
         records = [r for r in records if r["method"] in kept]
     if args.questions_of:
-        asked = {r["index"] for r in records if r["method"] == args.questions_of}
-        if not asked:
+        if not any(r["method"] == args.questions_of for r in records):
             parser.error(f"--questions-of {args.questions_of}: no records of that method")
-        records = [r for r in records if r["index"] in asked]
+        records = questions_of(records, args.questions_of)
     print(report(records, kind, paired_with=args.versus))
     labels = list(dict.fromkeys(r["method"] for r in records))
     if args.plot is None and (len(args.out) > 1 or args.questions_of):  # never overwrite one folder's own plot

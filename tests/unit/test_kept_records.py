@@ -252,10 +252,9 @@ def test_the_phi_table_is_recomputed_on_phis_questions():
     """docs' φ table: every method on the questions φ ran (200-299), FLOPs over φ's and φ's pairs on them."""
     first = next(line for line in BENCHMARKS.splitlines() if line.startswith(f"| {PHI_TABLE}"))
     header_cell = first.split(" | ")[0].removeprefix("| ")
-    records = _records("issue43-qwen")
-    asked = {r["index"] for r in records if r["method"] == "phi"}
+    records = _report_module().questions_of(_records("issue43-qwen"), "phi")
+    asked = {r["index"] for r in records}
     assert header_cell == f"{PHI_TABLE}{len(asked)} questions)"
-    records = [r for r in records if r["index"] in asked]
     labels = {**LABELS, "φ-Decoding": "phi"}
     rows = _table(header_cell)
     assert set(rows) == set(labels)
@@ -282,10 +281,9 @@ def test_the_phi_paragraph_quotes_the_records():
     """docs' sentences under the φ table: tokens range, φ against SC k = 16 and ESC, stops and steps."""
     flat = " ".join(BENCHMARKS.split())
     text = flat[flat.index("**φ-Decoding on its first questions of 200-299**"):][:3500]
-    records = _records("issue43-qwen")
+    records = _report_module().questions_of(_records("issue43-qwen"), "phi")
     phi = [r for r in records if r["method"] == "phi"]
     asked = {r["index"] for r in phi}
-    records = [r for r in records if r["index"] in asked]
     span = re.search(r"takes ([\d,]+)-([\d,]+) output tokens", text)
     assert span and span.groups() == (f"{min(r['output_tokens'] for r in phi):,}",
                                       f"{max(r['output_tokens'] for r in phi):,}")
@@ -304,6 +302,26 @@ def test_the_phi_paragraph_quotes_the_records():
                                         str(pairs["esc"].only_other))
     _assert_p(esc.group(4), pairs["esc"].p_value, "ESC")
     assert all(c.p_value >= 0.05 for c in pairs.values())  # "no difference is significant"
+    level = re.search(r"level with DeepConf \((\d+) / (\d+)\)", text)
+    assert level and level.groups() == (str(pairs["deepconf"].only_method), str(pairs["deepconf"].only_other))
+    above = re.search(r"two above greedy CoT, `mfs` and `mfs-paper` \((\d+) / (\d+), (\d+) / (\d+) and (\d+) / (\d+); "
+                      r"p ≥ ([\d.]+)\)", text)
+    assert above, "the sentence on CoT, `mfs` and `mfs-paper` changed shape"
+    for i, method in enumerate(("cot", "mfs", "mfs-paper")):
+        assert above.groups()[2 * i:2 * i + 2] == (str(pairs[method].only_method), str(pairs[method].only_other))
+        assert pairs[method].only_method - pairs[method].only_other == 2, method
+        assert pairs[method].p_value >= float(above.group(7)), method
+    # "every voting method answers as many or more for a quarter of φ's cost or less"
+    phi_flops = sum(r["flops"] for r in phi)
+    for voting in summarize(records, ["sc-t0.5", "esc", "deepconf"]):
+        flops = sum(r["flops"] for r in records if r["method"] == voting.method)
+        assert voting.correct >= rows["phi"].correct and flops <= 0.25 * phi_flops, voting.method
+    split = re.search(r"Its first (\d+) questions \((\d+) right\) were kinder to it than the (\d+) since \((\d+) "
+                      r"right\)", text)
+    assert split, "the first-11 sentence changed shape"
+    first = int(split.group(1))  # φ's records in file order: the first sessions' questions, then this one's
+    assert split.groups()[1:] == (str(sum(r["correct"] for r in phi[:first])), str(len(phi) - first),
+                                  str(sum(r["correct"] for r in phi[first:])))
     stops = re.search(r"clustered convergence on (\d+) questions, at `max_steps` on (\d+) and with every beam "
                       r"finished on (\d+), after ([\d.]+) steps on average \(on the same questions `mfs` ([\d.]+), "
                       r"`mfs-paper` ([\d.]+)\)", text)
