@@ -35,6 +35,10 @@ LABELS = {
 }
 
 
+# the φ paragraph's name for a method -> its records' label
+PHI_COMPARED = {"SC at k = 16": "sc-t0.5", "DeepConf": "deepconf", "ESC": "esc", "greedy CoT": "cot", "`mfs`": "mfs",
+                "`mfs-paper`": "mfs-paper", "`mfs` at M = N = 2": "mfs-m2"}
+_NUMBER_WORDS = "level one two three four five six seven eight nine ten eleven twelve".split()
 SC_COLUMN = "SC T = 0.5 at its tokens: acc · only it / only SC · p"
 
 
@@ -277,51 +281,49 @@ def test_the_phi_table_is_recomputed_on_phis_questions():
         _assert_p(p_value, pairs[method].p_value, label)
 
 
+def _relation(count: int, other: int) -> str:
+    """How ``count`` correct answers stand against ``other`` in the docs' words: "level with", "two above"."""
+    gap = count - other
+    return "level with" if gap == 0 else f"{_NUMBER_WORDS[abs(gap)]} {'above' if gap > 0 else 'below'}"
+
+
 def test_the_phi_paragraph_quotes_the_records():
-    """docs' sentences under the φ table: tokens range, φ against SC k = 16 and ESC, stops and steps."""
+    """docs' sentences under the φ table: tokens range, φ against each method, FLOPs shares, sessions, stops."""
     flat = " ".join(BENCHMARKS.split())
-    text = flat[flat.index("**φ-Decoding on its first questions of 200-299**"):][:3500]
+    text = flat[flat.index("**φ-Decoding on its first questions of 200-299**"):][:4000]
     records = _report_module().questions_of(_records("issue43-qwen"), "phi")
     phi = [r for r in records if r["method"] == "phi"]
-    asked = {r["index"] for r in phi}
     span = re.search(r"takes ([\d,]+)-([\d,]+) output tokens", text)
     assert span and span.groups() == (f"{min(r['output_tokens'] for r in phi):,}",
                                       f"{max(r['output_tokens'] for r in phi):,}")
-    rows = {row.method: row for row in summarize(records, ["phi", "sc-t0.5", "esc"])}
+    rows = {row.method: row for row in summarize(records, ["phi", *PHI_COMPARED.values()])}
     pairs = {c.other: c for c in paired_comparisons(records, "phi")}
-    head = re.search(r"On these (\d+) φ answered (\d+), one fewer than SC at k = 16 \((\d+); (\d+) / (\d+) questions, "
-                     r"p = ([\d.]+)\) at ([\d.]+) times its tokens", text)
-    assert head, "the φ paragraph's first sentence changed shape"
-    assert head.groups()[:5] == (str(len(asked)), str(rows["phi"].correct), str(rows["sc-t0.5"].correct),
-                                 str(pairs["sc-t0.5"].only_method), str(pairs["sc-t0.5"].only_other))
-    assert rows["phi"].correct == rows["sc-t0.5"].correct - 1
-    _assert_p(head.group(6), pairs["sc-t0.5"].p_value, "SC")
-    assert head.group(7) == f"{rows['phi'].mean_output_tokens / rows['sc-t0.5'].mean_output_tokens:.1f}"
-    esc = re.search(r"below ESC \((\d+); (\d+) / (\d+), p = ([\d.]+)\)", text)
-    assert esc and esc.groups()[:3] == (str(rows["esc"].correct), str(pairs["esc"].only_method),
-                                        str(pairs["esc"].only_other))
-    _assert_p(esc.group(4), pairs["esc"].p_value, "ESC")
-    assert all(c.p_value >= 0.05 for c in pairs.values())  # "no difference is significant"
-    level = re.search(r"level with DeepConf \((\d+) / (\d+)\)", text)
-    assert level and level.groups() == (str(pairs["deepconf"].only_method), str(pairs["deepconf"].only_other))
-    above = re.search(r"two above greedy CoT, `mfs` and `mfs-paper` \((\d+) / (\d+), (\d+) / (\d+) and (\d+) / (\d+); "
-                      r"p ≥ ([\d.]+)\)", text)
-    assert above, "the sentence on CoT, `mfs` and `mfs-paper` changed shape"
-    for i, method in enumerate(("cot", "mfs", "mfs-paper")):
-        assert above.groups()[2 * i:2 * i + 2] == (str(pairs[method].only_method), str(pairs[method].only_other))
-        assert pairs[method].only_method - pairs[method].only_other == 2, method
-        assert pairs[method].p_value >= float(above.group(7)), method
-    # "every voting method answers as many or more for a quarter of φ's cost or less"
+    head = re.search(r"On these (\d+) φ answered (\d+): ", text)
+    assert head and head.groups() == (str(len(phi)), str(rows["phi"].correct))
+    for name, method in PHI_COMPARED.items():  # "two above greedy CoT (12; 8 / 6, p = 0.79)"
+        found = re.search(rf"(level with|\w+ above|\w+ below) {re.escape(name)} \((\d+); (\d+) / (\d+), "
+                          r"p = ([\d.]+|< 0\.001)\)", text)
+        assert found, name
+        assert found.groups()[:4] == (_relation(rows["phi"].correct, rows[method].correct), str(rows[method].correct),
+                                      str(pairs[method].only_method), str(pairs[method].only_other)), name
+        _assert_p(found.group(5), pairs[method].p_value, name)
+    ratio = re.search(r"SC at k = 16 \([^)]*\) at ([\d.]+) times its tokens", text)
+    assert ratio and ratio.group(1) == f"{rows['phi'].mean_output_tokens / rows['sc-t0.5'].mean_output_tokens:.1f}"
+    assert ("No difference is significant" in text) == all(c.p_value >= 0.05 for c in pairs.values())
+    shares = re.search(r"SC at k = 16, ESC and DeepConf spend ([\d.]+), ([\d.]+) and ([\d.]+) of φ's FLOPs", text)
+    assert shares, "the FLOPs sentence changed shape"
     phi_flops = sum(r["flops"] for r in phi)
-    for voting in summarize(records, ["sc-t0.5", "esc", "deepconf"]):
-        flops = sum(r["flops"] for r in records if r["method"] == voting.method)
-        assert voting.correct >= rows["phi"].correct and flops <= 0.25 * phi_flops, voting.method
-    split = re.search(r"Its first (\d+) questions \((\d+) right\) were kinder to it than the (\d+) since \((\d+) "
-                      r"right\)", text)
-    assert split, "the first-11 sentence changed shape"
-    first = int(split.group(1))  # φ's records in file order: the first sessions' questions, then this one's
-    assert split.groups()[1:] == (str(sum(r["correct"] for r in phi[:first])), str(len(phi) - first),
-                                  str(sum(r["correct"] for r in phi[first:])))
+    assert shares.groups() == tuple(f"{sum(r['flops'] for r in records if r['method'] == m) / phi_flops:.2f}"
+                                    for m in ("sc-t0.5", "esc", "deepconf"))
+    # "the first 11 (6 right), session 16's 37 (8 right), ...": φ's records in file order, one run after another
+    sessions = re.search(r"By session, in the order run: (.*?)\.", text)
+    assert sessions, "the sessions sentence changed shape"
+    start = 0
+    for size, right in re.findall(r"(\d+) \((\d+) right\)", sessions.group(1)):
+        chunk = phi[start:start + int(size)]
+        assert (len(chunk), sum(r["correct"] for r in chunk)) == (int(size), int(right)), sessions.group(1)
+        start += int(size)
+    assert start == len(phi)
     stops = re.search(r"clustered convergence on (\d+) questions, at `max_steps` on (\d+) and with every beam "
                       r"finished on (\d+), after ([\d.]+) steps on average \(on the same questions `mfs` ([\d.]+), "
                       r"`mfs-paper` ([\d.]+)\)", text)
@@ -332,3 +334,15 @@ def test_the_phi_paragraph_quotes_the_records():
     for method, quoted in (("phi", stops.group(4)), ("mfs", stops.group(5)), ("mfs-paper", stops.group(6))):
         steps = [r["steps"] for r in records if r["method"] == method]
         assert quoted == f"{sum(steps) / len(steps):.2f}", method
+
+
+def test_readme_quotes_phis_records():
+    """README's φ sentence: φ's and SC's correct answers and output tokens per question on the questions φ ran."""
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    quoted = re.search(r"On φ-Decoding's (\d+) questions \(of the first 100\) φ answered (\d+) at ([\d,]+) "
+                       r"output tokens per question, SC \(T = 0\.5, k = 16\) (\d+) at ([\d,]+)\.", readme)
+    assert quoted, "README's φ sentence changed shape"
+    records = _report_module().questions_of(_records("issue43-qwen"), "phi")
+    phi, sc = summarize(records, ["phi", "sc-t0.5"])
+    assert quoted.groups() == (str(phi.questions), str(phi.correct), f"{phi.mean_output_tokens:,.0f}", str(sc.correct),
+                               f"{sc.mean_output_tokens:,.0f}")
