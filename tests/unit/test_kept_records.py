@@ -339,8 +339,8 @@ def test_the_phi_paragraph_quotes_the_records():
 def test_readme_quotes_phis_records():
     """README's φ sentence: φ's and SC's correct answers and output tokens per question on the questions φ ran."""
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
-    quoted = re.search(r"On φ-Decoding's (\d+) questions \(of the first 100\) φ answered (\d+) at ([\d,]+) "
-                       r"output tokens per question, SC \(T = 0\.5, k = 16\) (\d+) at ([\d,]+)\.", readme)
+    quoted = re.search(r"On (\d+) of the first 100 φ-Decoding answered (\d+) \(([\d,]+) tokens/q\), "
+                       r"SC (\d+) \(([\d,]+)\)\.", readme)  # SC at T = 0.5, k = 16, as the sentence before
     assert quoted, "README's φ sentence changed shape"
     records = _report_module().questions_of(_records("issue43-qwen"), "phi")
     phi, sc = summarize(records, ["phi", "sc-t0.5"])
