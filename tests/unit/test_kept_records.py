@@ -38,7 +38,7 @@ LABELS = {
 # the φ paragraph's name for a method -> its records' label
 PHI_COMPARED = {"SC at k = 16": "sc-t0.5", "DeepConf": "deepconf", "ESC": "esc", "greedy CoT": "cot", "`mfs`": "mfs",
                 "`mfs-paper`": "mfs-paper", "`mfs` at M = N = 2": "mfs-m2"}
-_NUMBER_WORDS = "level one two three four five six seven eight nine ten eleven twelve".split()
+_NUMBER_WORDS = "zero one two three four five six seven eight nine ten eleven twelve".split()
 SC_COLUMN = "SC T = 0.5 at its tokens: acc · only it / only SC · p"
 
 
@@ -310,6 +310,19 @@ def test_the_phi_paragraph_quotes_the_records():
     ratio = re.search(r"SC at k = 16 \([^)]*\) at ([\d.]+) times its tokens", text)
     assert ratio and ratio.group(1) == f"{rows['phi'].mean_output_tokens / rows['sc-t0.5'].mean_output_tokens:.1f}"
     assert ("No difference is significant" in text) == all(c.p_value >= 0.05 for c in pairs.values())
+    verdict = re.search(r"φ is significantly above `mfs-paper` and `mfs` at M = N = 2 and (\w+) above the default `mfs` "
+                        r"\(p = ([\d.]+)\), but only level with the voting methods \(SC at k = 16, ESC and DeepConf "
+                        r"within (\w+) questions either way, p ≥ ([\d.]+)\), which spend under a quarter of its FLOPs",
+                        text)
+    assert verdict, "the sentence on what the φ table shows changed shape"
+    assert all(pairs[m].p_value < 0.05 and rows["phi"].correct > rows[m].correct for m in ("mfs-paper", "mfs-m2"))
+    assert verdict.group(1) == _relation(rows["phi"].correct, rows["mfs"].correct).split()[0]
+    _assert_p(verdict.group(2), pairs["mfs"].p_value, "mfs")
+    voting = ("sc-t0.5", "esc", "deepconf")
+    assert max(abs(rows["phi"].correct - rows[m].correct) for m in voting) == _NUMBER_WORDS.index(verdict.group(3))
+    assert all(pairs[m].p_value >= float(verdict.group(4)) for m in voting)
+    assert all(sum(r["flops"] for r in records if r["method"] == m) < 0.25 * sum(r["flops"] for r in phi)
+               for m in voting)
     shares = re.search(r"SC at k = 16, ESC and DeepConf spend ([\d.]+), ([\d.]+) and ([\d.]+) of φ's FLOPs", text)
     assert shares, "the FLOPs sentence changed shape"
     phi_flops = sum(r["flops"] for r in phi)
