@@ -4,8 +4,8 @@ Reads ``records.jsonl`` and ``config.json`` of an ``mfs bench`` / ``benchmarks/m
 output directory and prints, in Markdown:
 
 * one row per method: accuracy with its 95% Wilson interval, output tokens per question,
-  total FLOPs and FLOPs per question relative to φ's (``phi`` records of the same run, on the
-  questions φ ran), mean steps and stop reasons; for every method that is not self-consistency,
+  total FLOPs and FLOPs per question relative to φ's (the method's FLOPs per question on the questions
+  φ ran over φ's, so the ratio is paired when φ ran only part of the set), mean steps and stop reasons; for every method that is not self-consistency,
   SC at the k that spends its tokens (:func:`mfs_core.bench.curve.matched_k`) on each SC curve
   of the run (``sc``, and ``sc-rollout-temperature`` when it ran), with the paired counts and
   the exact McNemar p;
@@ -115,7 +115,8 @@ def report(records: list[dict[str, Any]], kind: str, paired_with: str = "mfs") -
     """The Markdown tables described in the module docstring; ``paired_with`` is paired with every other method."""
     curves = sc_methods(records)
     labels = list(dict.fromkeys(r["method"] for r in records))
-    phi = summarize(records, ["phi"]) if any(r["method"] == "phi" for r in records) else []
+    phi_records = questions_of(records, "phi")  # the FLOPs ratio is over the questions φ ran, paired
+    phi = summarize(phi_records, ["phi"]) if phi_records else []
     phi_flops = phi[0].total_flops / phi[0].questions if phi else None
     header = (["method", "accuracy %", "95% CI", "correct", "out tokens/q", "total FLOPs", "FLOPs/q ÷ φ's"]
               + [f"{c} at its tokens: acc · only it / only SC · McNemar" for c in curves]
@@ -125,7 +126,9 @@ def report(records: list[dict[str, Any]], kind: str, paired_with: str = "mfs") -
         mine = [r for r in records if r["method"] == row.method and r.get("error") is None]
         steps = [r["steps"] for r in mine if r.get("steps") is not None]
         reasons = Counter(r["stop_reason"] for r in mine if r.get("stop_reason"))
-        ratio = f"{row.total_flops / row.questions / phi_flops:.2f}" if phi_flops else ""
+        on_phis = [r for r in phi_records if r["method"] == row.method and r.get("error") is None]
+        ratio = (f"{sum(r['flops'] for r in on_phis) / len(on_phis) / phi_flops:.2f}" if phi_flops and on_phis
+                 else "")
         versus = [versus_curve(records, kind, row.method, row.mean_output_tokens, c) for c in curves]
         mean_steps = f"{sum(steps) / len(steps):.2f}" if steps and row.method not in ("cot",) else ""
         interval = f"{100 * row.accuracy_low:.1f}-{100 * row.accuracy_high:.1f}"

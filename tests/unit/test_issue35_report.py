@@ -53,6 +53,16 @@ def test_each_search_is_paired_with_every_sc_curve_at_its_tokens(tmp_path):
     assert (tmp_path / "accuracy_vs_tokens.png").stat().st_size > 1000
 
 
+def test_the_flops_ratio_is_over_the_questions_phi_ran(tmp_path):
+    module = _report_module()
+    # phi on q1 only, 1,000 tokens; mfs spent 150, 250, 200 tokens on q0-q2: on q1 a quarter of phi's FLOPs,
+    # where its mean over all three questions (200) would say 0.20
+    records, kind = module.load_run(_run(tmp_path, RECORDS + [method_record("phi", 1, True, 1000.0)]))
+    text = module.report(records, kind)
+    assert "| mfs | 66.7 | 20.8-93.9 | 2/3 | 200 | 3.600e+06 | 0.25 |" in text
+    assert "| phi | 100.0 | 20.7-100.0 | 1/1 | 1,000 | 6.000e+06 | 1.00 |" in text
+
+
 def test_runs_at_two_offsets_pool_into_one_report(tmp_path):
     module = _report_module()
     first, second = _folders(tmp_path, "200", "300")
