@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from mfs_core.bench.curve import curve_records
 from mfs_core.bench.report import paired_comparisons, summarize
 from tests.unit.test_issue35_report import _report_module
 
@@ -32,14 +33,17 @@ HUNDREDS = {"issue43-qwen": "200-299", "issue43-qwen-300": "300-399", "issue43-q
 LABELS = {
     "greedy CoT": "cot", "SC T = 0.5, k = 16": "sc-t0.5", "`mfs` (M = N = 4)": "mfs", "`mfs` (M = N = 2)": "mfs-m2",
     "ESC (w = 4, ≤ 16)": "esc", "DeepConf online (≤ 16)": "deepconf", "`mfs-paper`": "mfs-paper",
+    "SC T = 0.7, k = 16": "sc", "φ-Decoding": "phi",
 }
 
 
 # the φ paragraph's name for a method -> its records' label
-PHI_COMPARED = {"SC at k = 16": "sc-t0.5", "DeepConf": "deepconf", "ESC": "esc", "greedy CoT": "cot", "`mfs`": "mfs",
+PHI_COMPARED = {"SC at T = 0.7": "sc", "SC at T = 0.5": "sc-t0.5", "DeepConf": "deepconf", "ESC": "esc", "greedy CoT": "cot", "`mfs`": "mfs",
                 "`mfs-paper`": "mfs-paper", "`mfs` at M = N = 2": "mfs-m2"}
 _NUMBER_WORDS = "zero one two three four five six seven eight nine ten eleven twelve".split()
-SC_COLUMN = "SC T = 0.5 at its tokens: acc · only it / only SC · p"
+# a column of SC at the k spending a method's tokens -> the records' label of that SC curve
+SC_COLUMNS = {"SC T = 0.5 at its tokens: acc · only it / only SC · p": "sc-t0.5",
+              "SC T = 0.7 at its tokens: acc · only it / only SC · p": "sc"}
 
 
 def _records(*folders: str) -> list[dict]:
@@ -91,12 +95,14 @@ def test_every_row_is_recomputed_from_the_kept_records(first_header_cell):
             counts, p_value = cells["`mfs` only / other only · p"].split(" · ")
             assert counts == f"{pair.only_method} / {pair.only_other}", label
             _assert_p(p_value, pair.p_value, label)
-        if cells.get(SC_COLUMN):  # SC at T = 0.5 at the k spending the method's tokens, paired
+        for column, curve in SC_COLUMNS.items():  # SC at the k spending the method's tokens, paired
+            if not cells.get(column):
+                continue
             k, sc_row, sc_pair = _report_module().curve_match(records, "gsm", method, summary.mean_output_tokens,
-                                                              "sc-t0.5")
-            matched, counts, p_value = cells[SC_COLUMN].split(" · ")
-            assert matched == f"k = {k}: {100 * sc_row.accuracy:.1f}%", label
-            assert counts == f"{sc_pair.only_method} / {sc_pair.only_other}", label
+                                                              curve)
+            matched, counts, p_value = cells[column].split(" · ")
+            assert matched == f"k = {k}: {100 * sc_row.accuracy:.1f}%", (label, column)
+            assert counts == f"{sc_pair.only_method} / {sc_pair.only_other}", (label, column)
             _assert_p(p_value, sc_pair.p_value, label)
 
 
@@ -202,7 +208,7 @@ def test_the_300_question_curve_and_smaller_search_quote_the_records():
     curve = re.search(r"Self-consistency's curve at T = 0\.5 over the 300: k = 1, 2, 4, 8, 16 answer ([\d., ]+)% at "
                       r"([\d, ]+) output tokens per question", flat)
     assert curve, "the 300-question curve sentence changed shape"
-    points = [p.summary for p in _report_module().curve_table(records, "gsm", ["sc-t0.5"]) if p.is_sc]
+    points = [p.summary for p in _report_module().curve_table(records, "gsm", ["sc-t0.5"]) if p.sc_curve == "sc-t0.5"]
     assert [p.method for p in points] == [f"sc-t0.5@{k}" for k in (1, 2, 4, 8, 16)]
     assert curve.group(1) == ", ".join(f"{100 * p.accuracy:.1f}" for p in points)
     assert curve.group(2) == ", ".join(f"{p.mean_output_tokens:,.0f}" for p in points)
@@ -249,6 +255,50 @@ def test_the_mfs_paper_paragraph_quotes_the_records():
     _assert_p(sc.group(5), sc_pair.p_value, "SC")
 
 
+def test_the_t07_paragraph_quotes_the_kept_sc_records():
+    """docs' paragraph on SC at T = 0.7 with kept records: its curve, seconds, and T = 0.7 against T = 0.5 at k = 16."""
+    flat = " ".join(BENCHMARKS.split())
+    text = flat[flat.index("**Self-consistency at T = 0.7 with kept records**"):][:2000]
+    records = _records("issue43-qwen")
+    curve = re.search(r"k = 1, 2, 4, 8, 16 answer ([\d.]+), ([\d.]+), ([\d.]+), ([\d.]+), \*\*([\d.]+)%\*\* \((\d+), "
+                      r"(\d+), (\d+), (\d+), (\d+) of 100\) at ([\d,]+), ([\d,]+), ([\d,]+), ([\d,]+), ([\d,]+) output "
+                      r"tokens per question and ([\d.]+) s per question", text)
+    assert curve, "the T = 0.7 curve sentence changed shape"
+    ks = (1, 2, 4, 8, 16)
+    points = summarize(curve_records(records, "gsm", ks, "sc"), [f"sc@{k}" for k in ks])
+    assert all(point.questions == 100 for point in points)
+    assert curve.groups()[:15] == (*(f"{100 * point.accuracy:.1f}" for point in points),
+                                   *(str(point.correct) for point in points),
+                                   *(f"{point.mean_output_tokens:,.0f}" for point in points))
+    sc = summarize(records, ["sc"])[0]
+    assert curve.group(16) == f"{sc.wall_seconds / sc.questions:.1f}"
+    versus = re.search(r"against T = 0\.5 at k = 16 \(([\d.]+)%\), question by question: (\d+) / (\d+) "
+                       r"\(p = ([\d.]+)\)", text)
+    assert versus, "the T = 0.7 against T = 0.5 sentence changed shape"
+    pool = curve_records(records, "gsm", [16], "sc") + curve_records(records, "gsm", [16], "sc-t0.5")
+    pair = next(iter(paired_comparisons(pool, "sc@16")))
+    cooler = summarize(pool, ["sc-t0.5@16"])[0]
+    assert versus.groups()[:3] == (f"{100 * cooler.accuracy:.1f}", str(pair.only_method), str(pair.only_other))
+    _assert_p(versus.group(4), pair.p_value, "T = 0.7 against T = 0.5")
+    pairs_07 = {}  # each method against T = 0.7's curve at the k spending its tokens
+    for name, method in (("`mfs`", "mfs"), ("`mfs-paper`", "mfs-paper"), ("ESC", "esc"), ("DeepConf", "deepconf")):
+        found = re.search(rf"{re.escape(name)} (?:is )?(\d+) / (\d+) at k = (\d+) \(p (?:= )?([\d.]+|< 0\.001)\)", text)
+        assert found, name
+        tokens = summarize(records, [method])[0].mean_output_tokens
+        k, _, sc_pair = pairs_07[method] = _report_module().curve_match(records, "gsm", method, tokens, "sc")
+        assert found.groups()[:3] == (str(sc_pair.only_method), str(sc_pair.only_other), str(k)), name
+        _assert_p(found.group(4), sc_pair.p_value, name)
+    assert "both MFS searches significantly below plain voting at T = 0.7, ESC and DeepConf level with it" in text
+    below = re.search(r"`mfs` is level with greedy decoding and below every voting method at equal tokens "
+                      r"\(significantly below ESC, p = ([\d.]+), and SC at T = 0\.7 at its tokens, p = ([\d.]+)\)", flat)
+    assert below, "the sentence under the kept-records table changed shape"
+    _assert_p(below.group(1), next(c for c in paired_comparisons(records, "mfs") if c.other == "esc").p_value, "ESC")
+    _assert_p(below.group(2), pairs_07["mfs"][2].p_value, "SC at T = 0.7")
+    assert all(pairs_07[m][2].p_value < 0.05 and pairs_07[m][2].only_method < pairs_07[m][2].only_other
+               for m in ("mfs", "mfs-paper"))
+    assert all(pairs_07[m][2].p_value >= 0.05 for m in ("esc", "deepconf"))
+
+
 PHI_TABLE = "method (GSM8K test 200-299, φ's "
 
 
@@ -259,7 +309,7 @@ def test_the_phi_table_is_recomputed_on_phis_questions():
     records = _report_module().questions_of(_records("issue43-qwen"), "phi")
     asked = {r["index"] for r in records}
     assert header_cell == f"{PHI_TABLE}{len(asked)} questions)"
-    labels = {**LABELS, "φ-Decoding": "phi"}
+    labels = LABELS
     rows = _table(header_cell)
     assert set(rows) == set(labels)
     phi_flops = sum(r["flops"] for r in records if r["method"] == "phi")
@@ -290,7 +340,7 @@ def _relation(count: int, other: int) -> str:
 def test_the_phi_paragraph_quotes_the_records():
     """docs' sentences under the φ table: tokens range, φ against each method, FLOPs shares, sessions, stops."""
     flat = " ".join(BENCHMARKS.split())
-    text = flat[flat.index("**φ-Decoding on its first questions of 200-299**"):][:4000]
+    text = flat[flat.index("**φ-Decoding on GSM8K test 200-299**"):][:4000]
     records = _report_module().questions_of(_records("issue43-qwen"), "phi")
     phi = [r for r in records if r["method"] == "phi"]
     span = re.search(r"takes ([\d,]+)-([\d,]+) output tokens", text)
@@ -307,27 +357,29 @@ def test_the_phi_paragraph_quotes_the_records():
         assert found.groups()[:4] == (_relation(rows["phi"].correct, rows[method].correct), str(rows[method].correct),
                                       str(pairs[method].only_method), str(pairs[method].only_other)), name
         _assert_p(found.group(5), pairs[method].p_value, name)
-    ratio = re.search(r"SC at k = 16 \([^)]*\) at ([\d.]+) times its tokens", text)
-    assert ratio and ratio.group(1) == f"{rows['phi'].mean_output_tokens / rows['sc-t0.5'].mean_output_tokens:.1f}"
+    ratio = re.search(r"SC at T = 0\.7 \([^)]*\) at ([\d.]+) times its tokens", text)
+    assert ratio and ratio.group(1) == f"{rows['phi'].mean_output_tokens / rows['sc'].mean_output_tokens:.1f}"
     assert ("No difference is significant" in text) == all(c.p_value >= 0.05 for c in pairs.values())
     verdict = re.search(r"φ is significantly above `mfs-paper` and `mfs` at M = N = 2 and (\w+) above the default `mfs` "
-                        r"\(p = ([\d.]+)\), but only level with the voting methods \(SC at k = 16, ESC and DeepConf "
-                        r"within (\w+) questions either way, p ≥ ([\d.]+)\), which spend under a quarter of its FLOPs",
+                        r"\(p = ([\d.]+)\), but it is not above the voting methods \(SC at T = 0\.7 and 0\.5, ESC "
+                        r"and DeepConf within (\w+) questions either way, p ≥ ([\d.]+)\), which spend under a quarter of its FLOPs",
                         text)
     assert verdict, "the sentence on what the φ table shows changed shape"
     assert all(pairs[m].p_value < 0.05 and rows["phi"].correct > rows[m].correct for m in ("mfs-paper", "mfs-m2"))
     assert verdict.group(1) == _relation(rows["phi"].correct, rows["mfs"].correct).split()[0]
     _assert_p(verdict.group(2), pairs["mfs"].p_value, "mfs")
-    voting = ("sc-t0.5", "esc", "deepconf")
+    voting = ("sc", "sc-t0.5", "esc", "deepconf")
     assert max(abs(rows["phi"].correct - rows[m].correct) for m in voting) == _NUMBER_WORDS.index(verdict.group(3))
-    assert all(pairs[m].p_value >= float(verdict.group(4)) for m in voting)
+    assert all(pairs[m].p_value >= float(verdict.group(4)) for m in voting) and float(verdict.group(4)) >= 0.05
+    assert not any(rows["phi"].correct > rows[m].correct and pairs[m].p_value < 0.05 for m in voting)
     assert all(sum(r["flops"] for r in records if r["method"] == m) < 0.25 * sum(r["flops"] for r in phi)
                for m in voting)
-    shares = re.search(r"SC at k = 16, ESC and DeepConf spend ([\d.]+), ([\d.]+) and ([\d.]+) of φ's FLOPs", text)
+    shares = re.search(r"SC at k = 16 \(T = 0\.7 and 0\.5\), ESC and DeepConf spend ([\d.]+), ([\d.]+), ([\d.]+) "
+                       r"and ([\d.]+) of φ's FLOPs", text)
     assert shares, "the FLOPs sentence changed shape"
     phi_flops = sum(r["flops"] for r in phi)
     assert shares.groups() == tuple(f"{sum(r['flops'] for r in records if r['method'] == m) / phi_flops:.2f}"
-                                    for m in ("sc-t0.5", "esc", "deepconf"))
+                                    for m in voting)
     # "the first 11 (6 right), session 16's 37 (8 right), ...": φ's records in file order, one run after another
     sessions = re.search(r"By session, in the order run: (.*?)\.", text)
     assert sessions, "the sessions sentence changed shape"
@@ -352,10 +404,10 @@ def test_the_phi_paragraph_quotes_the_records():
 def test_readme_quotes_phis_records():
     """README's φ sentence: φ's and SC's correct answers and output tokens per question on the questions φ ran."""
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
-    quoted = re.search(r"On (\d+) of the first 100 φ-Decoding answered (\d+) \(([\d,]+) tokens/q\), "
-                       r"SC (\d+) \(([\d,]+)\)\.", readme)  # SC at T = 0.5, k = 16, as the sentence before
+    quoted = re.search(r"On the first (\d+) φ-Decoding answered (\d+) \(([\d,]+) tokens/q\), "
+                       r"SC at T = 0\.7 (\d+) \(([\d,]+)\)\.", readme)  # SC at k = 16
     assert quoted, "README's φ sentence changed shape"
     records = _report_module().questions_of(_records("issue43-qwen"), "phi")
-    phi, sc = summarize(records, ["phi", "sc-t0.5"])
+    phi, sc = summarize(records, ["phi", "sc"])
     assert quoted.groups() == (str(phi.questions), str(phi.correct), f"{phi.mean_output_tokens:,.0f}", str(sc.correct),
                                f"{sc.mean_output_tokens:,.0f}")
