@@ -255,23 +255,20 @@ def test_the_mfs_paper_paragraph_quotes_the_records():
     _assert_p(sc.group(5), sc_pair.p_value, "SC")
 
 
-def test_the_t07_paragraph_quotes_the_kept_sc_records():
-    """docs' paragraph on SC at T = 0.7 with kept records: its curve, seconds, and T = 0.7 against T = 0.5 at k = 16."""
-    flat = " ".join(BENCHMARKS.split())
-    text = flat[flat.index("**Self-consistency at T = 0.7 with kept records**"):][:2000]
-    records = _records("issue43-qwen")
+def _assert_t07_curve(text: str, records: list[dict]) -> None:
+    """A T = 0.7 paragraph's curve (accuracy, counts, tokens at k = 1-16), seconds, and T = 0.7 against T = 0.5 at
+    k = 16, recomputed from the hundred's records."""
     curve = re.search(r"k = 1, 2, 4, 8, 16 answer ([\d.]+), ([\d.]+), ([\d.]+), ([\d.]+), \*\*([\d.]+)%\*\* \((\d+), "
-                      r"(\d+), (\d+), (\d+), (\d+) of 100\) at ([\d,]+), ([\d,]+), ([\d,]+), ([\d,]+), ([\d,]+) output "
+                      r"(\d+), (\d+), (\d+), (\d+) of (\d+)\) at ([\d,]+), ([\d,]+), ([\d,]+), ([\d,]+), ([\d,]+) output "
                       r"tokens per question and ([\d.]+) s per question", text)
     assert curve, "the T = 0.7 curve sentence changed shape"
     ks = (1, 2, 4, 8, 16)
     points = summarize(curve_records(records, "gsm", ks, "sc"), [f"sc@{k}" for k in ks])
-    assert all(point.questions == 100 for point in points)
-    assert curve.groups()[:15] == (*(f"{100 * point.accuracy:.1f}" for point in points),
-                                   *(str(point.correct) for point in points),
+    assert curve.groups()[:16] == (*(f"{100 * point.accuracy:.1f}" for point in points),
+                                   *(str(point.correct) for point in points), str(points[0].questions),
                                    *(f"{point.mean_output_tokens:,.0f}" for point in points))
     sc = summarize(records, ["sc"])[0]
-    assert curve.group(16) == f"{sc.wall_seconds / sc.questions:.1f}"
+    assert curve.group(17) == f"{sc.wall_seconds / sc.questions:.1f}"
     versus = re.search(r"against T = 0\.5 at k = 16 \(([\d.]+)%\), question by question: (\d+) / (\d+) "
                        r"\(p = ([\d.]+)\)", text)
     assert versus, "the T = 0.7 against T = 0.5 sentence changed shape"
@@ -280,6 +277,15 @@ def test_the_t07_paragraph_quotes_the_kept_sc_records():
     cooler = summarize(pool, ["sc-t0.5@16"])[0]
     assert versus.groups()[:3] == (f"{100 * cooler.accuracy:.1f}", str(pair.only_method), str(pair.only_other))
     _assert_p(versus.group(4), pair.p_value, "T = 0.7 against T = 0.5")
+
+
+def test_the_t07_paragraph_quotes_the_kept_sc_records():
+    """docs' paragraph on SC at T = 0.7 with kept records (200-299): its curve, T = 0.7 against T = 0.5, and each
+    search against T = 0.7's curve at its tokens."""
+    flat = " ".join(BENCHMARKS.split())
+    text = flat[flat.index("**Self-consistency at T = 0.7 with kept records**"):][:2000]
+    records = _records("issue43-qwen")
+    _assert_t07_curve(text, records)
     pairs_07 = {}  # each method against T = 0.7's curve at the k spending its tokens
     for name, method in (("`mfs`", "mfs"), ("`mfs-paper`", "mfs-paper"), ("ESC", "esc"), ("DeepConf", "deepconf")):
         found = re.search(rf"{re.escape(name)} (?:is )?(\d+) / (\d+) at k = (\d+) \(p (?:= )?([\d.]+|< 0\.001)\)", text)
