@@ -7,8 +7,8 @@ output directory and prints, in Markdown:
   total FLOPs and FLOPs per question relative to φ's (the method's FLOPs per question on the questions
   φ ran over φ's, so the ratio is paired when φ ran only part of the set), mean steps and stop reasons;
   for every method that is not self-consistency, SC at the k that spends its tokens
-  (:func:`mfs_core.bench.curve.matched_k`) on each SC curve of the run (``sc``, and ``sc-rollout-temperature`` when it ran), with the paired counts and
-  the exact McNemar p;
+  (:func:`mfs_core.bench.curve.matched_k`) on each SC curve of the run (``sc``, and
+  ``sc-rollout-temperature`` when it ran), with the paired counts and the exact McNemar p;
 * the SC curves' points (k = 1, 2, 4, ...), from the same records;
 * ``mfs`` (or ``--versus``'s method) against every other method, question by question (exact McNemar).
 
