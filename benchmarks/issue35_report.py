@@ -23,7 +23,7 @@ over every question it ran, and pairs are formed on the questions both methods r
     python benchmarks/issue35_report.py bench-results/issue35-fresh2 --title "demo-fresh2, held out"
     python benchmarks/issue35_report.py benchmarks/results/issue43-qwen benchmarks/results/issue43-qwen-300
     python benchmarks/issue35_report.py benchmarks/results/issue43-qwen benchmarks/results/issue43-qwen-300 \
-        --methods cot,mfs,esc,deepconf,sc-t0.5 --plot docs/qwen_gsm8k_issue43_200-399.png
+        --methods cot,sc,mfs,esc,deepconf,sc-t0.5,mfs-m2 --plot docs/qwen_gsm8k_issue43_200-399.png
     python benchmarks/issue35_report.py benchmarks/results/issue43-qwen --questions-of phi --versus phi
 """
 

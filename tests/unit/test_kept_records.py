@@ -305,6 +305,39 @@ def test_the_t07_paragraph_quotes_the_kept_sc_records():
     assert all(pairs_07[m][2].p_value >= 0.05 for m in ("esc", "deepconf"))
 
 
+
+def test_the_second_hundreds_t07_paragraph_quotes_the_records():
+    """docs' paragraph on SC at T = 0.7 on 300-399: its curve, T = 0.7 against T = 0.5 there and over 200-399, and
+    each search against T = 0.7's curve at its tokens over 200-399."""
+    flat = " ".join(BENCHMARKS.split())
+    text = flat[flat.index("**Self-consistency at T = 0.7 on 300-399**"):][:2500]
+    _assert_t07_curve(text.split("Over the ")[0], _records("issue43-qwen-300"))
+    records = _records(*TABLES["method (GSM8K test 200-399, kept records)"])
+    over = re.search(r"Over the (\d+) questions of 200-399 \(the table above\), SC at T = 0\.7 and k = 16 answers (\d+) "
+                     r"against T = 0\.5's (\d+) \((\d+) / (\d+), p = ([\d.]+)\)", text)
+    assert over, "the pooled T = 0.7 sentence changed shape"
+    pool = curve_records(records, "gsm", [16], "sc") + curve_records(records, "gsm", [16], "sc-t0.5")
+    pair = next(iter(paired_comparisons(pool, "sc@16")))
+    warm, cool = summarize(pool, ["sc@16", "sc-t0.5@16"])
+    assert over.groups()[:5] == (str(warm.questions), str(warm.correct), str(cool.correct), str(pair.only_method),
+                                 str(pair.only_other))
+    _assert_p(over.group(6), pair.p_value, "T = 0.7 against T = 0.5 over 200-399")
+    pooled_text = text[text.index("Over the "):]
+    pairs_07 = {}
+    for name, method in (("`mfs`", "mfs"), ("ESC", "esc"), ("DeepConf", "deepconf"), ("`mfs` at M = N = 2", "mfs-m2")):
+        found = re.search(rf"{re.escape(name)} (?:is )?(\d+) / (\d+) at k = (\d+) \(p (?:= )?([\d.]+|< 0\.001)\)",
+                          pooled_text)
+        assert found, name
+        tokens = summarize(records, [method])[0].mean_output_tokens
+        k, _, sc_pair = pairs_07[method] = _report_module().curve_match(records, "gsm", method, tokens, "sc")
+        assert found.groups()[:3] == (str(sc_pair.only_method), str(sc_pair.only_other), str(k)), name
+        _assert_p(found.group(4), sc_pair.p_value, name)
+    assert "as against T = 0.5's curve, `mfs` is significantly below plain voting, ESC and DeepConf level" in text
+    mfs_pair = pairs_07["mfs"][2]
+    assert mfs_pair.p_value < 0.05 and mfs_pair.only_method < mfs_pair.only_other
+    assert all(pairs_07[m][2].p_value >= 0.05 for m in ("esc", "deepconf"))
+
+
 PHI_TABLE = "method (GSM8K test 200-299, φ's "
 
 
