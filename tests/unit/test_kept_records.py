@@ -38,7 +38,8 @@ LABELS = {
 
 
 # the φ paragraph's name for a method -> its records' label
-PHI_COMPARED = {"SC at T = 0.7": "sc", "SC at T = 0.5": "sc-t0.5", "DeepConf": "deepconf", "ESC": "esc", "greedy CoT": "cot", "`mfs`": "mfs",
+PHI_COMPARED = {"SC at T = 0.7": "sc", "SC at T = 0.5": "sc-t0.5", "DeepConf": "deepconf", "ESC": "esc",
+                "greedy CoT": "cot", "`mfs`": "mfs",
                 "`mfs-paper`": "mfs-paper", "`mfs` at M = N = 2": "mfs-m2"}
 _NUMBER_WORDS = "zero one two three four five six seven eight nine ten eleven twelve".split()
 # a column of SC at the k spending a method's tokens -> the records' label of that SC curve
@@ -110,16 +111,18 @@ def test_readme_quotes_the_pooled_records():
     """README's Qwen sentence: each method's correct answers over GSM8K test 200-499 and ESC against `mfs`."""
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     quoted = re.search(r"\(\[300 held-out questions\]\[qwen43\]\) `mfs` answered (\d+) \(CoT (\d+)\), ESC (\d+) "
-                       r"\((\d+) / (\d+), p (?:= )?(< 0\.001|[\d.]+)\), DeepConf (\d+) and SC "
-                       r"\(T = 0\.5, k = 16\) (\d+)\.", readme)
+                       r"\((\d+) / (\d+), p (?:= )?(< 0\.001|[\d.]+)\), DeepConf (\d+), SC "
+                       r"at k = 16 (\d+) \(T = 0\.5\) and (\d+) \(T = 0\.7\)\.", readme)
     assert quoted, "README's Qwen sentence changed shape"
     records = _records(*TABLES["method (GSM8K test 200-499, kept records)"])
-    correct = {row.method: row.correct for row in summarize(records, ["mfs", "cot", "esc", "deepconf", "sc-t0.5"])}
+    methods = ["mfs", "cot", "esc", "deepconf", "sc-t0.5", "sc"]
+    correct = {row.method: row.correct for row in summarize(records, methods)}
     assert all(row.questions == 300 for row in summarize(records, list(correct)))
     esc = next(c for c in paired_comparisons(records, "mfs") if c.other == "esc")
-    mfs, cot, esc_correct, only_esc, only_mfs, p_value, deepconf, sc = quoted.groups()  # ESC's "only it / only mfs"
-    assert [int(mfs), int(cot), int(esc_correct), int(deepconf), int(sc)] == [
-        correct["mfs"], correct["cot"], correct["esc"], correct["deepconf"], correct["sc-t0.5"]]
+    # ESC's pair is quoted as "only it / only mfs"
+    mfs, cot, esc_correct, only_esc, only_mfs, p_value, deepconf, cool, warm = quoted.groups()
+    assert [int(mfs), int(cot), int(esc_correct), int(deepconf), int(cool), int(warm)] == [
+        correct["mfs"], correct["cot"], correct["esc"], correct["deepconf"], correct["sc-t0.5"], correct["sc"]]
     assert (int(only_mfs), int(only_esc)) == (esc.only_method, esc.only_other)
     _assert_p(p_value, esc.p_value, "README")
 
@@ -150,8 +153,8 @@ def test_what_the_300_questions_show_quotes_the_records():
     flat = " ".join(BENCHMARKS.split())
     text = flat[flat.index("**What the 300 questions show**"):][:2500]
     records = _records(*TABLES["method (GSM8K test 200-499, kept records)"])
-    methods = {"CoT": "cot", "`mfs`": "mfs", "ESC": "esc", "DeepConf": "deepconf", "SC": "sc-t0.5",
-               "`mfs` at M = N = 2": "mfs-m2"}
+    methods = {"CoT": "cot", "`mfs`": "mfs", "ESC": "esc", "DeepConf": "deepconf", "SC at T = 0.5": "sc-t0.5",
+               "SC at T = 0.7": "sc", "`mfs` at M = N = 2": "mfs-m2"}
     hundreds = re.search(r"repeats the first two for every method \((.+?)\)", text)
     assert hundreds, "the per-hundred sentence changed shape"
     for quoted in hundreds.group(1).split("; "):  # "CoT 25, 25, 29"
@@ -161,10 +164,14 @@ def test_what_the_300_questions_show_quotes_the_records():
         assert [int(c) for c in counts] == expected, name
     pairs = {(a, c.other): c for a in ("sc-t0.5", "esc", "deepconf") for c in paired_comparisons(records, a)}
     quoted = re.search(r"ESC against DeepConf (\d+) / (\d+), p = ([\d.]+)\) and each is above greedy decoding "
-                       r"\(SC at k = 16 (\d+) / (\d+), ESC (\d+) / (\d+), p < 0\.001; DeepConf (\d+) / (\d+), "
-                       r"p = ([\d.]+)\)", text)
+                       r"\(SC at k = 16 (\d+) / (\d+) at T = 0\.5 and (\d+) / (\d+) at T = 0\.7, ESC (\d+) / (\d+), "
+                       r"p < 0\.001; DeepConf (\d+) / (\d+), p = ([\d.]+)\)", text)
     assert quoted, "the voting methods' sentence changed shape"
-    esc_dc, dc_esc, p_esc_dc, sc_cot, cot_sc, esc_cot, cot_esc, dc_cot, cot_dc, p_dc_cot = quoted.groups()
+    esc_dc, dc_esc, p_esc_dc, sc_cot, cot_sc, warm_cot, cot_warm, esc_cot, cot_esc, dc_cot, cot_dc, p_dc_cot = (
+        quoted.groups())
+    warm = next(iter(paired_comparisons(curve_records(records, "gsm", [16], "sc")
+                                        + [r for r in records if r["method"] == "cot"], "sc@16")))
+    assert (int(warm_cot), int(cot_warm)) == (warm.only_method, warm.only_other) and warm.p_value < 0.001
     quoted_pairs = {("esc", "deepconf"): (esc_dc, dc_esc), ("sc-t0.5", "cot"): (sc_cot, cot_sc),
                     ("esc", "cot"): (esc_cot, cot_esc), ("deepconf", "cot"): (dc_cot, cot_dc)}
     for (method, other), (only_it, only_other) in quoted_pairs.items():
@@ -173,8 +180,27 @@ def test_what_the_300_questions_show_quotes_the_records():
     assert pairs[("sc-t0.5", "cot")].p_value < 0.001 and pairs[("esc", "cot")].p_value < 0.001
     _assert_p(p_esc_dc, pairs[("esc", "deepconf")].p_value, "ESC against DeepConf")
     _assert_p(p_dc_cot, pairs[("deepconf", "cot")].p_value, "DeepConf against CoT")
+    tokens = {method: summarize(records, [method])[0].mean_output_tokens for method in ("mfs", "esc", "deepconf")}
+    at_tokens = {(method, curve): _report_module().curve_match(records, "gsm", method, tokens[method], curve)
+                 for method in tokens for curve in ("sc-t0.5", "sc")}
+    below = re.search(r"below self-consistency at its own tokens \(SC at T = 0\.5, k = (\d+), ([\d.]+)%: "
+                      r"(\d+) / (\d+), p = ([\d.]+); at T = 0\.7, k = (\d+), ([\d.]+)%: (\d+) / (\d+), "
+                      r"p = ([\d.]+)\)", text)
+    level = re.search(r"ESC against SC at its tokens (\d+) / (\d+) at T = 0\.5 and (\d+) / (\d+) at T = 0\.7, DeepConf "
+                      r"(\d+) / (\d+) and (\d+) / (\d+),", text)
+    assert below and level, "the sentences on SC at its tokens changed shape"
+    for curve, quoted_match in (("sc-t0.5", below.groups()[:5]), ("sc", below.groups()[5:])):
+        k, sc_row, sc_pair = at_tokens[("mfs", curve)]
+        assert quoted_match[:4] == (str(k), f"{100 * sc_row.accuracy:.1f}", str(sc_pair.only_method),
+                                    str(sc_pair.only_other)), curve
+        _assert_p(quoted_match[4], sc_pair.p_value, curve)
+    expected_level = [at_tokens[(method, curve)][2] for method, curve in (
+        ("esc", "sc-t0.5"), ("esc", "sc"), ("deepconf", "sc-t0.5"), ("deepconf", "sc"))]
+    assert [int(count) for count in level.groups()] == [
+        count for pair in expected_level for count in (pair.only_method, pair.only_other)]
+    assert all(pair.p_value >= 0.05 for pair in expected_level)
     rows = {row.method: row for row in summarize(records, ["esc", "deepconf", "sc-t0.5"])}
-    saving = re.search(r"ESC and DeepConf spend (\d+)% and (\d+)% fewer tokens than SC at k = 16", text)
+    saving = re.search(r"ESC and DeepConf spend (\d+)% and (\d+)% fewer tokens than SC at k = 16 \(T = 0\.5\)", text)
     assert saving, "the savings sentence changed shape"
     for method, quoted_percent in zip(("esc", "deepconf"), saving.groups(), strict=True):
         fewer = 100 * (1 - rows[method].mean_output_tokens / rows["sc-t0.5"].mean_output_tokens)
@@ -205,13 +231,29 @@ def test_the_300_question_curve_and_smaller_search_quote_the_records():
     assert (int(smaller.group(2)), int(smaller.group(3))) == (pair.only_method, pair.only_other)
     _assert_p(smaller.group(4), pair.p_value, "mfs-m2 against CoT")
     assert smaller.group(5) == f"{rows['mfs-m2'].mean_output_tokens / rows['cot'].mean_output_tokens:.1f}"
-    curve = re.search(r"Self-consistency's curve at T = 0\.5 over the 300: k = 1, 2, 4, 8, 16 answer ([\d., ]+)% at "
-                      r"([\d, ]+) output tokens per question", flat)
-    assert curve, "the 300-question curve sentence changed shape"
-    points = [p.summary for p in _report_module().curve_table(records, "gsm", ["sc-t0.5"]) if p.sc_curve == "sc-t0.5"]
-    assert [p.method for p in points] == [f"sc-t0.5@{k}" for k in (1, 2, 4, 8, 16)]
-    assert curve.group(1) == ", ".join(f"{100 * p.accuracy:.1f}" for p in points)
-    assert curve.group(2) == ", ".join(f"{p.mean_output_tokens:,.0f}" for p in points)
+    curves = {}
+    for temperature, sc_curve in (("0.5", "sc-t0.5"), ("0.7", "sc")):
+        curve = re.search(rf"Self-consistency's curve at T = {re.escape(temperature)} over the 300: k = 1, 2, 4, 8, 16 "
+                          r"answer ([\d., ]+)% at ([\d, ]+) output tokens per question", flat)
+        assert curve, f"the 300-question curve sentence at T = {temperature} changed shape"
+        points = [p.summary for p in _report_module().curve_table(records, "gsm", [sc_curve]) if p.sc_curve == sc_curve]
+        assert [p.method for p in points] == [f"{sc_curve}@{k}" for k in (1, 2, 4, 8, 16)]
+        assert all(p.questions == 300 for p in points)
+        assert curve.group(1) == ", ".join(f"{100 * p.accuracy:.1f}" for p in points)
+        assert curve.group(2) == ", ".join(f"{p.mean_output_tokens:,.0f}" for p in points)
+        curves[sc_curve] = [p.accuracy for p in points]
+    assert ("The cooler T = 0.5, chosen on 96 tuning questions, votes better at k = 1-4 and worse at k = 8 and 16"
+            in flat)
+    assert [cool > warm for cool, warm in zip(curves["sc-t0.5"], curves["sc"], strict=True)] == [True] * 3 + [False] * 2
+    temperatures = next(iter(paired_comparisons(curve_records(records, "gsm", [16], "sc")
+                                                + curve_records(records, "gsm", [16], "sc-t0.5"), "sc@16")))
+    assert "neither temperature is significantly ahead" in flat and temperatures.p_value >= 0.05
+    single = re.search(r"greedy decoding is above a single sample at T = 0\.7 \((\d+) / (\d+), p = ([\d.]+);", flat)
+    assert single, "the greedy against one sample sentence changed shape"
+    pair = next(iter(paired_comparisons([r for r in records if r["method"] == "cot"]
+                                        + curve_records(records, "gsm", [1], "sc"), "cot")))
+    assert (int(single.group(1)), int(single.group(2))) == (pair.only_method, pair.only_other)
+    _assert_p(single.group(3), pair.p_value, "greedy against one sample at T = 0.7")
 
 
 def test_the_mfs_paper_paragraph_quotes_the_records():
@@ -258,9 +300,9 @@ def test_the_mfs_paper_paragraph_quotes_the_records():
 def _assert_t07_curve(text: str, records: list[dict]) -> None:
     """A T = 0.7 paragraph's curve (accuracy, counts, tokens at k = 1-16), seconds, and T = 0.7 against T = 0.5 at
     k = 16, recomputed from the hundred's records."""
-    curve = re.search(r"k = 1, 2, 4, 8, 16 answer ([\d.]+), ([\d.]+), ([\d.]+), ([\d.]+), \*\*([\d.]+)%\*\* \((\d+), "
-                      r"(\d+), (\d+), (\d+), (\d+) of (\d+)\) at ([\d,]+), ([\d,]+), ([\d,]+), ([\d,]+), ([\d,]+) output "
-                      r"tokens per question and ([\d.]+) s per question", text)
+    curve = re.search(r"k = 1, 2, 4, 8, 16 answer ([\d.]+), ([\d.]+), ([\d.]+), ([\d.]+), \*\*([\d.]+)%\*\* "
+                      r"\((\d+), (\d+), (\d+), (\d+), (\d+) of (\d+)\) at ([\d,]+), ([\d,]+), ([\d,]+), ([\d,]+), "
+                      r"([\d,]+) output tokens per question and ([\d.]+) s per question", text)
     assert curve, "the T = 0.7 curve sentence changed shape"
     ks = (1, 2, 4, 8, 16)
     points = summarize(curve_records(records, "gsm", ks, "sc"), [f"sc@{k}" for k in ks])
@@ -296,7 +338,8 @@ def test_the_t07_paragraph_quotes_the_kept_sc_records():
         _assert_p(found.group(4), sc_pair.p_value, name)
     assert "both MFS searches significantly below plain voting at T = 0.7, ESC and DeepConf level with it" in text
     below = re.search(r"`mfs` is level with greedy decoding and below every voting method at equal tokens "
-                      r"\(significantly below ESC, p = ([\d.]+), and SC at T = 0\.7 at its tokens, p = ([\d.]+)\)", flat)
+                      r"\(significantly below ESC, p = ([\d.]+), and SC at T = 0\.7 at its tokens, "
+                      r"p = ([\d.]+)\)", flat)
     assert below, "the sentence under the kept-records table changed shape"
     _assert_p(below.group(1), next(c for c in paired_comparisons(records, "mfs") if c.other == "esc").p_value, "ESC")
     _assert_p(below.group(2), pairs_07["mfs"][2].p_value, "SC at T = 0.7")
@@ -306,22 +349,25 @@ def test_the_t07_paragraph_quotes_the_kept_sc_records():
 
 
 
-def test_the_second_hundreds_t07_paragraph_quotes_the_records():
-    """docs' paragraph on SC at T = 0.7 on 300-399: its curve, T = 0.7 against T = 0.5 there and over 200-399, and
-    each search against T = 0.7's curve at its tokens over 200-399."""
+@pytest.mark.parametrize(("hundred", "pooled"), [("300-399", "200-399"), ("400-499", "200-499")])
+def test_a_later_hundreds_t07_paragraph_quotes_the_records(hundred, pooled):
+    """docs' paragraph on SC at T = 0.7 on 300-399 (400-499): its curve, T = 0.7 against T = 0.5 there and over
+    200-399 (200-499), and each search against T = 0.7's curve at its tokens over the pooled questions."""
     flat = " ".join(BENCHMARKS.split())
-    text = flat[flat.index("**Self-consistency at T = 0.7 on 300-399**"):][:2500]
-    _assert_t07_curve(text.split("Over the ")[0], _records("issue43-qwen-300"))
-    records = _records(*TABLES["method (GSM8K test 200-399, kept records)"])
-    over = re.search(r"Over the (\d+) questions of 200-399 \(the table above\), SC at T = 0\.7 and k = 16 answers (\d+) "
-                     r"against T = 0\.5's (\d+) \((\d+) / (\d+), p = ([\d.]+)\)", text)
+    text = flat[flat.index(f"**Self-consistency at T = 0.7 on {hundred}**"):][:2500]
+    folder = next(folder for folder, span in HUNDREDS.items() if span == hundred)
+    _assert_t07_curve(text.split("Over the ")[0], _records(folder))
+    records = _records(*TABLES[f"method (GSM8K test {pooled}, kept records)"])
+    over = re.search(rf"Over the (\d+) questions of {pooled} \(the table above\), SC at T = 0\.7 and k = 16 answers "
+                     r"(\d+) against T = 0\.5's (\d+) \((\d+) / (\d+), p = ([\d.]+)\)", text)
     assert over, "the pooled T = 0.7 sentence changed shape"
     pool = curve_records(records, "gsm", [16], "sc") + curve_records(records, "gsm", [16], "sc-t0.5")
     pair = next(iter(paired_comparisons(pool, "sc@16")))
     warm, cool = summarize(pool, ["sc@16", "sc-t0.5@16"])
     assert over.groups()[:5] == (str(warm.questions), str(warm.correct), str(cool.correct), str(pair.only_method),
                                  str(pair.only_other))
-    _assert_p(over.group(6), pair.p_value, "T = 0.7 against T = 0.5 over 200-399")
+    assert warm.questions == 100 * len(TABLES[f"method (GSM8K test {pooled}, kept records)"])
+    _assert_p(over.group(6), pair.p_value, f"T = 0.7 against T = 0.5 over {pooled}")
     pooled_text = text[text.index("Over the "):]
     pairs_07 = {}
     for name, method in (("`mfs`", "mfs"), ("ESC", "esc"), ("DeepConf", "deepconf"), ("`mfs` at M = N = 2", "mfs-m2")):
@@ -399,10 +445,10 @@ def test_the_phi_paragraph_quotes_the_records():
     ratio = re.search(r"SC at T = 0\.7 \([^)]*\) at ([\d.]+) times its tokens", text)
     assert ratio and ratio.group(1) == f"{rows['phi'].mean_output_tokens / rows['sc'].mean_output_tokens:.1f}"
     assert ("No difference is significant" in text) == all(c.p_value >= 0.05 for c in pairs.values())
-    verdict = re.search(r"φ is significantly above `mfs-paper` and `mfs` at M = N = 2 and (\w+) above the default `mfs` "
-                        r"\(p = ([\d.]+)\), but it is not above the voting methods \(SC at T = 0\.7 and 0\.5, ESC "
-                        r"and DeepConf within (\w+) questions either way, p ≥ ([\d.]+)\), which spend under a quarter of its FLOPs",
-                        text)
+    verdict = re.search(r"φ is significantly above `mfs-paper` and `mfs` at M = N = 2 and (\w+) above the default "
+                        r"`mfs` \(p = ([\d.]+)\), but it is not above the voting methods \(SC at T = 0\.7 and 0\.5, "
+                        r"ESC and DeepConf within (\w+) questions either way, p ≥ ([\d.]+)\), which spend under a "
+                        r"quarter of its FLOPs", text)
     assert verdict, "the sentence on what the φ table shows changed shape"
     assert all(pairs[m].p_value < 0.05 and rows["phi"].correct > rows[m].correct for m in ("mfs-paper", "mfs-m2"))
     assert verdict.group(1) == _relation(rows["phi"].correct, rows["mfs"].correct).split()[0]
