@@ -321,6 +321,20 @@ def _assert_t07_curve(text: str, records: list[dict]) -> None:
     _assert_p(versus.group(4), pair.p_value, "T = 0.7 against T = 0.5")
 
 
+def _assert_pairs_with_t07(text: str, records: list[dict], names: dict[str, str]) -> dict:
+    """Each quoted "NAME [is] a / b at k = K (p = …)" against T = 0.7's curve at the k spending the method's tokens,
+    recomputed from the records; returns {method: (k, SC row, pair)}."""
+    pairs_07 = {}
+    for name, method in names.items():
+        found = re.search(rf"{re.escape(name)} (?:is )?(\d+) / (\d+) at k = (\d+) \(p (?:= )?([\d.]+|< 0\.001)\)", text)
+        assert found, name
+        tokens = summarize(records, [method])[0].mean_output_tokens
+        k, _, sc_pair = pairs_07[method] = _report_module().curve_match(records, "gsm", method, tokens, "sc")
+        assert found.groups()[:3] == (str(sc_pair.only_method), str(sc_pair.only_other), str(k)), name
+        _assert_p(found.group(4), sc_pair.p_value, name)
+    return pairs_07
+
+
 def test_the_t07_paragraph_quotes_the_kept_sc_records():
     """docs' paragraph on SC at T = 0.7 with kept records (200-299): its curve, T = 0.7 against T = 0.5, and each
     search against T = 0.7's curve at its tokens."""
@@ -328,14 +342,8 @@ def test_the_t07_paragraph_quotes_the_kept_sc_records():
     text = flat[flat.index("**Self-consistency at T = 0.7 with kept records**"):][:2000]
     records = _records("issue43-qwen")
     _assert_t07_curve(text, records)
-    pairs_07 = {}  # each method against T = 0.7's curve at the k spending its tokens
-    for name, method in (("`mfs`", "mfs"), ("`mfs-paper`", "mfs-paper"), ("ESC", "esc"), ("DeepConf", "deepconf")):
-        found = re.search(rf"{re.escape(name)} (?:is )?(\d+) / (\d+) at k = (\d+) \(p (?:= )?([\d.]+|< 0\.001)\)", text)
-        assert found, name
-        tokens = summarize(records, [method])[0].mean_output_tokens
-        k, _, sc_pair = pairs_07[method] = _report_module().curve_match(records, "gsm", method, tokens, "sc")
-        assert found.groups()[:3] == (str(sc_pair.only_method), str(sc_pair.only_other), str(k)), name
-        _assert_p(found.group(4), sc_pair.p_value, name)
+    pairs_07 = _assert_pairs_with_t07(text, records, {"`mfs`": "mfs", "`mfs-paper`": "mfs-paper", "ESC": "esc",
+                                                      "DeepConf": "deepconf"})
     assert "both MFS searches significantly below plain voting at T = 0.7, ESC and DeepConf level with it" in text
     below = re.search(r"`mfs` is level with greedy decoding and below every voting method at equal tokens "
                       r"\(significantly below ESC, p = ([\d.]+), and SC at T = 0\.7 at its tokens, "
@@ -346,7 +354,6 @@ def test_the_t07_paragraph_quotes_the_kept_sc_records():
     assert all(pairs_07[m][2].p_value < 0.05 and pairs_07[m][2].only_method < pairs_07[m][2].only_other
                for m in ("mfs", "mfs-paper"))
     assert all(pairs_07[m][2].p_value >= 0.05 for m in ("esc", "deepconf"))
-
 
 
 @pytest.mark.parametrize(("hundred", "pooled"), [("300-399", "200-399"), ("400-499", "200-499")])
@@ -368,16 +375,8 @@ def test_a_later_hundreds_t07_paragraph_quotes_the_records(hundred, pooled):
                                  str(pair.only_other))
     assert warm.questions == 100 * len(TABLES[f"method (GSM8K test {pooled}, kept records)"])
     _assert_p(over.group(6), pair.p_value, f"T = 0.7 against T = 0.5 over {pooled}")
-    pooled_text = text[text.index("Over the "):]
-    pairs_07 = {}
-    for name, method in (("`mfs`", "mfs"), ("ESC", "esc"), ("DeepConf", "deepconf"), ("`mfs` at M = N = 2", "mfs-m2")):
-        found = re.search(rf"{re.escape(name)} (?:is )?(\d+) / (\d+) at k = (\d+) \(p (?:= )?([\d.]+|< 0\.001)\)",
-                          pooled_text)
-        assert found, name
-        tokens = summarize(records, [method])[0].mean_output_tokens
-        k, _, sc_pair = pairs_07[method] = _report_module().curve_match(records, "gsm", method, tokens, "sc")
-        assert found.groups()[:3] == (str(sc_pair.only_method), str(sc_pair.only_other), str(k)), name
-        _assert_p(found.group(4), sc_pair.p_value, name)
+    pairs_07 = _assert_pairs_with_t07(text[text.index("Over the "):], records, {
+        "`mfs`": "mfs", "ESC": "esc", "DeepConf": "deepconf", "`mfs` at M = N = 2": "mfs-m2"})
     assert "as against T = 0.5's curve, `mfs` is significantly below plain voting, ESC and DeepConf level" in text
     mfs_pair = pairs_07["mfs"][2]
     assert mfs_pair.p_value < 0.05 and mfs_pair.only_method < mfs_pair.only_other
