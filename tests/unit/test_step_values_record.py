@@ -16,6 +16,7 @@ from testbed.step_values import persistence, step_table
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = ROOT / "benchmarks" / "results" / "issue43-bed" / "step-values.traces.jsonl"
+BED_ANSWERS = ROOT / "benchmarks" / "results" / "issue43-bed" / "bed-t05.answers.jsonl"
 BENCHMARKS = " ".join((ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8").split())
 SECTION = BENCHMARKS[BENCHMARKS.index("**Why `mfs` stops after about three steps**"):][:6000]
 
@@ -48,6 +49,20 @@ def test_the_count_sentence_is_recomputed_from_the_traces():
         str(sum(r["stop_reason"] == "converged" for r in rows)))
 
 
+def test_the_bed_comparison_is_recomputed_from_the_bed_answers():
+    """Greedy's right answers on the same questions and one sample's accuracy at T = 0.5 (the test bed's kept
+    answers, 16 samples per question)."""
+    count = len(_searches())
+    quoted = re.search(r"greedy answers (\d+) of these (\d+), one sample at T = 0\.5 ([\d.]+)%\)", SECTION)
+    assert quoted, "the bed comparison changed shape"
+    bed = [row for row in map(json.loads, BED_ANSWERS.read_text(encoding="utf-8").splitlines())
+           if row["question"] < count]
+    greedy = [row["samples"][0]["right"] for row in bed if row["run"] == "greedy:none"]
+    sampled = [sample["right"] for row in bed if row["run"] == "T=0.5" for sample in row["samples"]]
+    assert len(greedy) == count and len(sampled) == 16 * count
+    assert quoted.groups() == (str(sum(greedy)), str(count), f"{100 * sum(sampled) / len(sampled):.1f}")
+
+
 def test_the_step_table_is_recomputed_from_the_traces():
     """Every row of the per-step table: searches and convergence at t, scored candidates, max V, share V > ε,
     the chosen beams' advantage and their children's V (nats)."""
@@ -55,12 +70,17 @@ def test_the_step_table_is_recomputed_from_the_traces():
     quoted = re.findall(r"\| (\d+) \| (\d+) \| (\d+) \| ([\d.]+) \| ([+-][\d.]+) \| ([\d.]+) \| ([+-][\d.]+) \| "
                         r"([+-][\d.]+) \|", SECTION)
     assert quoted, "the step table changed shape"
-    assert [int(row[0]) for row in quoted] == list(range(len(quoted)))
+    assert [int(row[0]) for row in quoted] == [row["t"] for row in table if row["reached"] >= 5]
+    assert "(the steps that at least 5 searches reached)" in SECTION
     for row in quoted:
         expected = table[int(row[0])]
         assert row[1:] == (str(expected["reached"]), str(expected["converged"]), f"{expected['scored']:.2f}",
                            _signed(expected["max_value"]), f"{expected['positive_share']:.2f}",
                            _signed(expected["advantage"]), _signed(expected["children_value"])), row[0]
+    fired = re.search(r"\((\d+) of (\d+) searches at t = 1, (\d+) of the (\d+) left at t = 2\)", SECTION)
+    assert fired, "the convergence sentence changed shape"
+    assert fired.groups() == tuple(str(n) for n in (table[1]["converged"], table[1]["reached"], table[2]["converged"],
+                                                    table[2]["reached"]))
 
 
 def test_the_persistence_is_recomputed_from_the_traces():
@@ -70,3 +90,5 @@ def test_the_persistence_is_recomputed_from_the_traces():
     assert quoted, "the persistence sentence changed shape"
     assert quoted.groups() == (f"{result['persistence']:.2f}", f"{result['low']:.2f}", f"{result['high']:.2f}",
                                str(result["pairs"]))
+    assert "(the interval excludes 1)" in SECTION and "(it includes 0)" in SECTION
+    assert result["low"] < 0 < result["high"] < 1
