@@ -11,7 +11,7 @@ samples equal to the in-process engine's: ``--served-model-name`` is ``settings.
 ``generation_config.json`` does not change the sampling defaults; ``LLM.generate`` with
 explicit ``SamplingParams`` does not apply it either).
 
-Used by the tests and ``benchmarks/backends.py``; a user runs the same command by hand
+Used by the tests and ``experiments/benchmarks/backends.py``; a user runs the same command by hand
 (:func:`server_command` returns its command line).
 """
 

@@ -37,7 +37,7 @@ actually prefilled. Both prefills project only the positions whose logits they r
 the vocabulary (``logits_to_keep``, where the model's forward takes it): Gemma 3's
 262,144-token vocabulary otherwise costs more than the rest of the 270M model per prompt
 token. On Gemma 3 270M (CPU, one thread; 2 GSM8K questions with the bench's 8-shot prompt of
-about 1,000 tokens, M = N = 2, 2 steps: ``benchmarks/throughput.py --lockstep-only``) the
+about 1,000 tokens, M = N = 2, 2 steps: ``experiments/benchmarks/throughput.py --lockstep-only``) the
 search prefilled 5,421 prompt tokens, the trie's size, instead of 20,272.
 
 The prefills live in :mod:`mfs_core.backends.hf_prefill` and the logit masks (triggered choices,

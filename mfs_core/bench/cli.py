@@ -24,7 +24,7 @@ from mfs_core.backends._hf import quiet_transformers
 
 __all__ = [
     "ApiKeyOption", "BaseUrlOption", "DeviceOption", "DtypeOption", "SchedulingOption", "TokenizerOption", "bench",
-    "check_base_url", "choose_backend", "default_backend", "vllm_scheduling",
+    "check_base_url", "choose_backend", "default_backend", "import_plugins", "vllm_scheduling",
 ]
 
 logger = logging.getLogger(__name__)
@@ -124,6 +124,23 @@ def default_backend() -> str:
     return "vllm" if importlib.util.find_spec("vllm") is not None else "transformers"
 
 
+def import_plugins(modules: list[str]) -> None:
+    """Import each of ``modules`` (``--plugin``), e.g. one that registers decoders with
+    :func:`mfs_core.decoders.register_decoder`.
+
+    Raises:
+        typer.BadParameter: a module that cannot be imported (one line naming it and why).
+    """
+    import importlib
+
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            msg = f"--plugin {name!r} cannot be imported: {exc}"
+            raise typer.BadParameter(msg) from exc
+
+
 def _floats(text: str | None) -> list[float]:
     if not text:
         return []
@@ -179,10 +196,12 @@ def vllm_scheduling(settings: Any, sources: dict[str, str], command: str) -> Any
 
 def bench(
     dataset: Annotated[str, typer.Option(help="gsm8k | math500 | gpqa | reclor | logiqa | arc-c | demo | demo-fresh | demo-fresh2, or a JSON file.")],
-    methods: Annotated[str, typer.Option(help="Comma-separated: cot, sc, sc-rollout-temperature, esc, deepconf, phi, phi-release, mfs, mfs-no-stop, "
-                                       "mfs-no-prune, mfs-converged-rollouts, mfs-paper, mfs-reuse-only, mfs-share-reuse, mfs-shared, "
-                                       "mfs-rollout-vote, mfs-answer-stop, mfs-min-paths, mfs-same-temperature, mfs-weighted-vote, "
-                                       "mfs-weighted-answer-stop.")] = "cot,sc,phi,mfs",
+    methods: Annotated[str, typer.Option(help="Comma-separated registered methods (cot, sc, esc, deepconf, phi, mfs, "
+                                       "mfs-paper, and any a --plugin registers); 'label:method:field=value;field=value' "
+                                       "runs a method under its own label with settings changed, e.g. "
+                                       "'mfs-m8:mfs:step_beam_size=8;num_rollouts=8'.")] = "cot,sc,phi,mfs",
+    plugin: Annotated[Optional[list[str]], typer.Option(help="Python module to import first, e.g. one that calls "
+                                                        "mfs_core.decoders.register_decoder (repeatable).")] = None,
     limit: Annotated[Optional[int], typer.Option(help="Only N questions (from --offset on).")] = None,
     offset: Annotated[int, typer.Option(help="Skip the first N questions of the set (e.g. ones used for tuning).")] = 0,
     model: Annotated[Optional[str], typer.Option(help="Model name or local path (default: 'mfs-demo').")] = None,
@@ -220,6 +239,7 @@ def bench(
     from mfs_core.engine import MFSEngine
     from mfs_core.settings import MFSSettings, setting_sources
 
+    import_plugins(plugin or [])
     overrides = {
         "model": model, "backend": backend, "step_beam_size": step_beam_size, "num_rollouts": num_rollouts,
         "max_steps": max_steps, "prune_lambda": prune_lambda, "stop_epsilon": stop_epsilon,

@@ -35,7 +35,9 @@ __all__ = [
     "RECORDS_FILE",
     "auto_sc_k",
     "load_records",
+    "is_self_consistency",
     "method_settings",
+    "parse_method",
     "parse_methods",
     "run_bench",
     "score_result",
@@ -45,12 +47,18 @@ logger = logging.getLogger(__name__)
 
 RECORDS_FILE = "records.jsonl"
 CONFIG_FILE = "config.json"
-SC_DECODERS = frozenset(name for name, spec in DECODER_SPECS.items() if spec.samples)
-"""Self-consistency decoders (:attr:`DecoderSpec.samples`): ``--sc-k`` sets their k and their records keep every
-sample's answer."""
-_VOTING_DECODERS = frozenset(name for name, spec in DECODER_SPECS.items() if spec.votes)
-"""Decoders scored by their vote over completed paths (:attr:`DecoderSpec.votes`): SC, ESC, DeepConf (weighted by its
-traces' confidence), MFS and its variants."""
+
+
+def is_self_consistency(decoder: str) -> bool:
+    """Whether ``decoder`` is self-consistency (:attr:`DecoderSpec.samples`): ``--sc-k`` sets its k and its
+    records keep every sample's answer. Read from the live registry, so a decoder registered later counts."""
+    return decoder in DECODER_SPECS and DECODER_SPECS[decoder].samples
+
+
+def _votes(decoder: str) -> bool:
+    """Whether ``decoder`` is scored by its vote over completed paths (:attr:`DecoderSpec.votes`): SC, ESC, DeepConf
+    (weighted by its traces' confidence), MFS and its variants."""
+    return decoder in DECODER_SPECS and DECODER_SPECS[decoder].votes
 _CONFIG_KEYS = ("dataset", "kind", "model", "settings")
 
 
@@ -69,18 +77,54 @@ class BenchMethod:
     overrides: tuple[tuple[str, Any], ...] = field(default_factory=tuple)
 
 
-def parse_methods(spec: str | Sequence[str], lambda_sweep: Iterable[float] = ()) -> list[BenchMethod]:
-    """Methods from ``"cot,sc,phi,mfs"`` plus one MFS method per λ1 of ``lambda_sweep``.
+def parse_method(spec: str) -> BenchMethod:
+    """One method from ``"name"`` (a registered decoder) or ``"label:decoder:field=value;field=value"``
+    (a registered decoder under its own label with :class:`MFSSettings` fields changed, e.g.
+    ``"mfs-m8:mfs:step_beam_size=8;num_rollouts=8"``; the overrides part is optional).
+
+    Values are read as JSON (``0.3``, ``2``, ``null``, ``true``, ``"weighted"``), else kept as text.
 
     Raises:
-        ValueError: an unknown or repeated method name, or an empty list.
+        ValueError: an unknown decoder, an empty label or decoder, an override without ``=``, or a field
+            :class:`MFSSettings` does not have (one line each, naming it).
     """
-    names = [n.strip() for n in (spec.split(",") if isinstance(spec, str) else spec) if n.strip()]
-    unknown = [n for n in names if n not in DECODERS]
-    if unknown:
-        msg = f"unknown method(s) {unknown}; known: {sorted(DECODERS)}"
+    parts = [part.strip() for part in spec.split(":", 2)]
+    if len(parts) == 1:
+        parts.append(parts[0])
+    label, decoder = parts[0], parts[1]
+    if not label or not decoder:
+        msg = f"method {spec!r}: expected 'name' or 'label:decoder[:field=value;...]'"
         raise ValueError(msg)
-    methods = [BenchMethod(label=n, decoder=n) for n in names]
+    if decoder not in DECODERS:
+        where = "" if decoder == spec.strip() else f" in {spec!r}"
+        msg = f"unknown method {decoder!r}{where}; known: {sorted(DECODERS)}"
+        raise ValueError(msg)
+    overrides = []
+    for item in filter(None, (part.strip() for part in (parts[2].split(";") if len(parts) == 3 else []))):
+        name, sep, text = item.partition("=")
+        if not sep:
+            msg = f"method {spec!r}: override {item!r} is not field=value"
+            raise ValueError(msg)
+        if name.strip() not in MFSSettings.model_fields:
+            msg = f"method {spec!r}: {name.strip()!r} is not a setting (MFSSettings field)"
+            raise ValueError(msg)
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        overrides.append((name.strip(), value))
+    return BenchMethod(label=label, decoder=decoder, overrides=tuple(sorted(overrides)))
+
+
+def parse_methods(spec: str | Sequence[str], lambda_sweep: Iterable[float] = ()) -> list[BenchMethod]:
+    """Methods from ``"cot,sc,phi,mfs"`` (each item as :func:`parse_method` reads it) plus one MFS method per λ1
+    of ``lambda_sweep``.
+
+    Raises:
+        ValueError: an unknown or repeated method, a bad override, or an empty list.
+    """
+    items = [n.strip() for n in (spec.split(",") if isinstance(spec, str) else spec) if n.strip()]
+    methods = [parse_method(item) for item in items]
     methods += [BenchMethod(label=f"mfs@lambda1={v:g}", decoder="mfs", overrides=(("prune_lambda", float(v)),))
                 for v in lambda_sweep]
     labels = [m.label for m in methods]
@@ -93,7 +137,7 @@ def parse_methods(spec: str | Sequence[str], lambda_sweep: Iterable[float] = ())
 def method_settings(base: MFSSettings, method: BenchMethod, sc_k: int | None = None) -> MFSSettings:
     """``base`` with the method's overrides; self-consistency's k becomes ``step_beam_size``."""
     overrides = dict(method.overrides)
-    if method.decoder in SC_DECODERS and sc_k is not None:
+    if is_self_consistency(method.decoder) and sc_k is not None:
         overrides["step_beam_size"] = sc_k
     return base.changed(**overrides)
 
@@ -109,7 +153,7 @@ def score_result(
     ``all_responses``; the others (CoT, φ-Decoding) by the one text they return.
     ``question`` lets a multiple-choice answer given as an option's text count as its letter.
     """
-    if decoder in _VOTING_DECODERS and settings.aggregation == "majority" and result.completions:
+    if _votes(decoder) and settings.aggregation == "majority" and result.completions:
         verdict = score_completions(kind, result.completions, target, result.completion_qualities, question,
                                     result.completion_weights or None)
     else:
@@ -188,7 +232,7 @@ def _record(method: BenchMethod, example: Example, future: Future, kind: str, se
         "method": method.label, "decoder": method.decoder, "index": example.index, "id": example.id,
         "target": example.target, "elapsed_seconds": elapsed, "generate_seconds": generate,
     }
-    if method.decoder in SC_DECODERS:
+    if is_self_consistency(method.decoder):
         record["sc_k"] = settings.step_beam_size
     error = future.exception()
     if error is not None:
@@ -197,10 +241,10 @@ def _record(method: BenchMethod, example: Example, future: Future, kind: str, se
                 "output_tokens": 0, "prompt_tokens": 0, "flops": 0.0}
     result: DecodeResult = future.result()
     prediction, correct = score_result(kind, result, example.target, settings, method.decoder, example.question)
-    if method.decoder in _VOTING_DECODERS:
+    if _votes(method.decoder):
         # Each voted path's answer and F, in order. SC's ("sample_*") give SC at every k <= sc_k
         # (bench.curve); a search's ("completion_*") let other final votes be scored from the records.
-        prefix = "sample" if method.decoder in SC_DECODERS else "completion"
+        prefix = "sample" if is_self_consistency(method.decoder) else "completion"
         record[f"{prefix}_predictions"] = [
             extract_prediction(kind, text, example.target, example.question) for text in result.completions
         ]
@@ -280,7 +324,7 @@ def run_bench(
             msg = f"{records_path}: question {rec['index']} has id {rec['id']!r}, the set says {ex.id!r}"
             raise ValueError(msg)
     prompts = {ex.index: render_example(ex, engine.backend, base) for ex in dataset.examples}
-    ordered = sorted(methods, key=lambda m: m.decoder in SC_DECODERS and sc_k == "auto")
+    ordered = sorted(methods, key=lambda m: is_self_consistency(m.decoder) and sc_k == "auto")
     done_pairs = {(r["method"], r["index"]) for r in records}
     missing = any((m.label, ex.index) not in done_pairs for m in methods for ex in dataset.examples)
     if warmup and missing and not (stop is not None and stop.is_set()):
@@ -293,7 +337,7 @@ def run_bench(
                 logger.warning("stopped before %s; rerun with the same output directory to resume", method.label)
                 break
             current = [r for r in records if r["index"] in by_index]
-            k = auto_sc_k(current) if method.decoder in SC_DECODERS and sc_k == "auto" else sc_k
+            k = auto_sc_k(current) if is_self_consistency(method.decoder) and sc_k == "auto" else sc_k
             msettings = method_settings(base, method, k if isinstance(k, int) else None)
             done = {r["index"] for r in records if r["method"] == method.label}
             todo = [ex for ex in dataset.examples if ex.index not in done]

@@ -2,33 +2,44 @@
 
 All share one signature, ``decoder(prompt: str, settings: MFSSettings, answer_key=None) ->
 Decoder``, and are registered by name in :data:`DECODER_SPECS`
-(:mod:`mfs_core.decoders.registry`: what each is and can do); :data:`DECODERS` maps the
-same names to the factories the engine runs.
+(:mod:`mfs_core.decoders.registry`: what each is and can do; :func:`register_decoder` adds one);
+:data:`DECODERS` maps the same names to the factories the engine runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import MappingProxyType
+from collections.abc import Iterator, Mapping
 
 from mfs_core.decoders.common import Decoder
-from mfs_core.decoders.registry import PAPER_RULES, SPECS, DecoderFactory, DecoderSpec
+from mfs_core.decoders.registry import PAPER_RULES, SPECS, DecoderFactory, DecoderSpec, register_decoder
 
 __all__ = [
-    "DECODERS", "DECODER_SPECS", "PAPER_RULES", "SELECTING_DECODERS", "Decoder", "DecoderFactory", "DecoderSpec",
-    "decoder_spec", "get_decoder",
+    "DECODERS", "DECODER_SPECS", "PAPER_RULES", "Decoder", "DecoderFactory", "DecoderSpec", "decoder_spec",
+    "get_decoder", "register_decoder",
 ]
 
 DECODER_SPECS: Mapping[str, DecoderSpec] = SPECS
-"""Every registered decoder's :class:`DecoderSpec`, by name."""
+"""Every registered decoder's :class:`DecoderSpec`, by name (a live, read-only view)."""
 
-DECODERS: Mapping[str, DecoderFactory] = MappingProxyType({name: spec.factory for name, spec in SPECS.items()})
+
+class _Factories(Mapping[str, DecoderFactory]):
+    """Name -> :attr:`DecoderSpec.factory` of every registered decoder: a live, read-only view of the registry."""
+
+    def __getitem__(self, name: str) -> DecoderFactory:
+        return SPECS[name].factory
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(SPECS)
+
+    def __len__(self) -> int:
+        return len(SPECS)
+
+    def __repr__(self) -> str:
+        return f"DECODERS({sorted(SPECS)})"
+
+
+DECODERS: Mapping[str, DecoderFactory] = _Factories()
 """The factory the engine runs for each registered name (:attr:`DecoderSpec.factory`)."""
-
-SELECTING_DECODERS = frozenset(name for name, spec in SPECS.items() if spec.final == "select")
-"""Decoders that choose their final completion by their own rule, not by a vote: their
-``answer_key`` only reads the completions' answers (a multiple-choice
-:class:`~mfs_core.answers.OptionAnswer`); an action vote is refused (``MFSEngine.submit_prompts``)."""
 
 
 def decoder_spec(method: str) -> DecoderSpec:

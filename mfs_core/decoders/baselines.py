@@ -95,23 +95,6 @@ def decode_self_consistency(
     )
 
 
-def decode_sc_rollout_temperature(
-    prompt: str, settings: MFSSettings, answer_key: AnswerExtractor | None = None
-) -> Decoder:
-    """Self-consistency sampled at MFS's rollout temperature: :func:`decode_self_consistency` with
-    ``temperature = settings.rollout_temperature`` (``settings.temperature`` when that is None).
-
-    The baseline that MFS's cooler rollouts owe a comparison to: a user who lowers the sampling
-    temperature of k votes as MFS lowers its rollouts' (issue 35). Same request, seeds and vote.
-
-    Returns:
-        The :class:`DecodeResult`, ``stop_reason="sampled"``, ``method="sc-rollout-temperature"``.
-    """
-    result: DecodeResult = yield from decode_self_consistency(
-        prompt, settings.changed(temperature=settings.rollout_sampling_temperature), answer_key)
-    return dataclasses.replace(result, method="sc-rollout-temperature")
-
-
 def with_overrides(
     factory: Callable[[str, MFSSettings], Decoder], method: str, **overrides: Any
 ) -> Callable[[str, MFSSettings], Decoder]:

@@ -47,7 +47,6 @@ looks at the rollouts; k-means is seeded from ``settings.seed``.
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
@@ -72,7 +71,6 @@ __all__ = [
     "PhiConfig",
     "cluster_labels",
     "decode_phi",
-    "decode_phi_release",
     "phi_selection_weights",
     "phi_width_prune",
 ]
@@ -333,12 +331,6 @@ def _phi_finish(
         completions=completions, completion_answers=answers, completion_qualities=qualities, method="phi",
         completion_triggered=triggered,
     )
-
-
-def decode_phi_release(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor | None = None) -> Decoder:
-    """φ-Decoding exactly as released: finished steps do not close their beam (``method="phi-release"``)."""
-    result = yield from decode_phi(prompt, settings, PhiConfig(close_finished=False), answer_key)
-    return dataclasses.replace(result, method="phi-release")
 
 
 def _choose_final(

@@ -5,7 +5,13 @@ variant overrides), how it picks its final answer, and whether it is self-consis
 (``mfs bench --sc-k`` sets its k). The engine (:func:`~mfs_core.decoders.get_decoder`), the
 tool-call planning (:func:`mfs_core.engine.requests.check_answer_key`) and the bench
 (:mod:`mfs_core.bench.runner`: which records keep every path's answer, which are scored by
-their vote) all read it, so a new variant is one entry of :data:`SPECS`.
+their vote) all read it.
+
+The library registers the methods a user chooses between: greedy ``cot``, self-consistency ``sc``,
+``esc``, ``deepconf``, φ-Decoding ``phi``, ``mfs`` and the paper's own search ``mfs-paper``. Anything
+else (an ablation, a research variant, your own search) is one :func:`register_decoder` call, after
+which ``method=`` in LangChain, LlamaIndex, the server and ``mfs bench`` accept its name
+(``experiments/variants.py`` registers the repository's research variants that way).
 """
 
 from __future__ import annotations
@@ -15,20 +21,15 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
-from mfs_core.decoders.baselines import (
-    decode_cot,
-    decode_sc_rollout_temperature,
-    decode_self_consistency,
-    with_overrides,
-)
+from mfs_core.decoders.baselines import decode_cot, decode_self_consistency, with_overrides
 from mfs_core.decoders.common import Decoder
 from mfs_core.decoders.deepconf import decode_deepconf
 from mfs_core.decoders.esc import decode_esc
 from mfs_core.decoders.mfs import decode_mfs
-from mfs_core.decoders.phi import decode_phi, decode_phi_release
+from mfs_core.decoders.phi import decode_phi
 from mfs_core.settings import MFSSettings
 
-__all__ = ["PAPER_RULES", "SPECS", "DecoderFactory", "DecoderSpec", "search_tokens"]
+__all__ = ["PAPER_RULES", "SPECS", "DecoderFactory", "DecoderSpec", "register_decoder", "search_tokens"]
 
 DecoderFactory = Callable[[str, MFSSettings], Decoder]
 
@@ -96,9 +97,9 @@ class DecoderSpec:
 
 PAPER_RULES = {"vote_rollouts": False, "answer_stop_confidence": None, "convergence_min_paths": 1,
                "rollout_temperature": None}
-"""The rules of issue 35 switched off: the paper's vote over the kept beams, its convergence stop alone, and
-rollouts sampled at the candidates' temperature. ``mfs-paper`` (and ``mfs-shared``, issue 24's default: one
-foresight estimate per distinct path) run under them."""
+"""The library's additions to the search switched off: the paper's vote over the kept beams, its convergence
+stop alone, and rollouts sampled at the candidates' temperature. ``mfs-paper`` runs under them (with one
+foresight rollout per candidate, no sharing or reuse: the paper's Algorithm 1)."""
 
 
 def search_tokens(settings: MFSSettings) -> int:
@@ -115,34 +116,56 @@ def _samples(field_name: str) -> Callable[[MFSSettings], int]:
     return lambda settings: getattr(settings, field_name) * settings.max_answer_tokens
 
 
-def _variant(name: str, **overrides: Any) -> DecoderSpec:
-    """An MFS variant: MFS with ``overrides``, voting as MFS does."""
-    return DecoderSpec(name, decode_mfs, overrides=overrides)
+_REGISTRY: dict[str, DecoderSpec] = {}
 
 
-SPECS: Mapping[str, DecoderSpec] = MappingProxyType({spec.name: spec for spec in (
+def register_decoder(spec: DecoderSpec, *, replace: bool = False) -> DecoderSpec:
+    """Register ``spec`` under ``spec.name``, so that ``method=spec.name`` selects it everywhere.
+
+    Mirrors a name-to-function search registry (HF search-and-learn's ``sal.search``): the engine,
+    the adapters, ``mfs serve`` and ``mfs bench`` look methods up here when a call names one.
+
+    Example::
+
+        from mfs_core.decoders import DecoderSpec, register_decoder
+        from mfs_core.decoders.mfs import decode_mfs
+
+        register_decoder(DecoderSpec("mfs-no-stop", decode_mfs, overrides={"early_stopping": False}))
+
+    Args:
+        spec: the decoder and what it can do.
+        replace: allow a name that is already registered to be replaced (default: refused).
+
+    Returns:
+        ``spec``, so the call can stand in an assignment.
+
+    Raises:
+        ValueError: ``spec.name`` is empty, has whitespace, or is registered already and ``replace`` is False.
+    """
+    name = spec.name
+    if not name or any(ch.isspace() for ch in name):
+        msg = f"a decoder name must be non-empty without whitespace, got {name!r}"
+        raise ValueError(msg)
+    if name in _REGISTRY and not replace and _REGISTRY[name] != spec:
+        msg = f"decoder {name!r} is registered already; pass replace=True to replace it"
+        raise ValueError(msg)
+    _REGISTRY[name] = spec
+    return spec
+
+
+SPECS: Mapping[str, DecoderSpec] = MappingProxyType(_REGISTRY)
+"""Every registered decoder by name, in registration order: a read-only, live view (:func:`register_decoder` adds)."""
+
+for _spec in (
     DecoderSpec("mfs", decode_mfs),
     DecoderSpec("cot", decode_cot, final="text", work=lambda settings: settings.max_answer_tokens),
     DecoderSpec("sc", decode_self_consistency, samples=True, work=_samples("step_beam_size")),
-    DecoderSpec("sc-rollout-temperature", decode_sc_rollout_temperature, samples=True,
-                work=_samples("step_beam_size")),
     DecoderSpec("esc", decode_esc, work=_samples("esc_max_samples")),  # votes over every sample
     # votes over its kept traces, weighted by their confidence
     DecoderSpec("deepconf", decode_deepconf, work=_samples("deepconf_max_traces")),
     DecoderSpec("phi", decode_phi, final="select"),
-    DecoderSpec("phi-release", decode_phi_release, final="select"),
-    _variant("mfs-no-stop", early_stopping=False),
-    _variant("mfs-no-prune", width_pruning=False),
-    _variant("mfs-converged-rollouts", convergence_finish="converged_rollouts"),
-    _variant("mfs-paper", **PAPER_RULES, share_foresight=False, reuse_rollouts=False),
-    _variant("mfs-shared", **PAPER_RULES),
-    _variant("mfs-rollout-vote", vote_rollouts=True, answer_stop_confidence=0.95),
-    _variant("mfs-answer-stop", answer_stop_confidence=0.95),
-    _variant("mfs-min-paths", convergence_min_paths=2),
-    _variant("mfs-same-temperature", rollout_temperature=None),
-    _variant("mfs-weighted-vote", vote_rollouts="weighted"),
-    _variant("mfs-weighted-answer-stop", vote_rollouts="weighted", answer_stop_confidence=0.95),
-    _variant("mfs-reuse-only", **PAPER_RULES, share_foresight=False, reuse_rollouts=True),
-    _variant("mfs-share-reuse", **PAPER_RULES, share_foresight=True, reuse_rollouts=True),
-)})
-"""Every registered decoder by name, in registration order (a new decoder or variant: one entry here)."""
+    DecoderSpec("mfs-paper", decode_mfs, overrides={**PAPER_RULES, "share_foresight": False,
+                                                    "reuse_rollouts": False}),
+):
+    register_decoder(_spec)
+del _spec

@@ -82,7 +82,7 @@ def test_bench_runs_resumes_and_writes_every_file(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_bench_ablations_and_lambda_sweep(tmp_path: Path) -> None:
     out = tmp_path / "ablations"
-    result = _bench(out, "cot,mfs,mfs-no-stop,mfs-no-prune", "--lambda-sweep", "0.4,1.2", "--sc-k", "3")
+    result = _bench(out, "cot,mfs,mfs-no-stop:mfs:early_stopping=false,mfs-no-prune:mfs:width_pruning=false", "--lambda-sweep", "0.4,1.2", "--sc-k", "3")
     assert result.exit_code == 0, result.output
     _check_run(out, ["cot", "mfs", "mfs-no-stop", "mfs-no-prune", "mfs@lambda1=0.4", "mfs@lambda1=1.2"], result.output)
 
@@ -92,7 +92,7 @@ def test_bench_reports_bad_input_without_a_traceback(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "unknown dataset 'mmlu'" in result.output
     result = CliRunner().invoke(app, ["bench", "--dataset", str(FIXTURE), "--methods", "cot,beam", "--out", str(tmp_path)])
-    assert result.exit_code == 2 and "unknown method(s) ['beam']" in result.output
+    assert result.exit_code == 2 and "unknown method 'beam'; known: " in result.output
 
 
 def test_sigterm_finishes_the_question_in_flight_and_the_rerun_completes(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from mfs_core import MFSEngine, MFSSettings
-from mfs_core.bench.tool_vote import TOOLS, generate_questions
+from experiments.benchmarks.tool_vote import TOOLS, generate_questions
 from mfs_core.tools.call import ResponseFormat, plan_call
 from tests.tool_model import requires_tool_model
 

@@ -77,7 +77,7 @@ def test_the_default_engines_run_and_put_the_retrieved_facts_in_the_prompt() -> 
     assert "Here are the relevant documents for the context:" in prompts[1]  # the context chat prompt
 
 
-# Measured on the v2 demo model (v3, shipped now: 0/60, python -m testbed.evaluate_formats): it answers RAG prompts from the wrong sentences
+# Measured on the v2 demo model (v3, shipped now: 0/60, python -m experiments.testbed.evaluate_formats): it answers RAG prompts from the wrong sentences
 # (0/40 right on training-distribution RAG prompts; here 42 and 79 instead of 57).
 @pytest.mark.xfail(strict=True, reason="the demo model (v2 and v3) does not read word problems out of RAG prompts "
                    "(mfs_core/demo/MODEL_CARD.md, 'What it can and cannot do')")

@@ -43,7 +43,7 @@ def model_prompts(smollm2_engine: Any, monkeypatch: pytest.MonkeyPatch) -> list[
 
 @pytest.fixture(scope="session")
 def rag_benchmark() -> ModuleType:
-    """``benchmarks/smollm2_rag.py`` imported as a module (its pipelines and facts; ``main`` is not run)."""
+    """``experiments/benchmarks/smollm2_rag.py`` imported as a module (its pipelines and facts; ``main`` is not run)."""
     spec = importlib.util.spec_from_file_location("smollm2_rag", BENCHMARK)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -2,7 +2,7 @@
 
 LlamaIndex's ``as_query_engine()`` and ``as_chat_engine()`` with their default prompts over
 ``MFSLLM``, and a LangChain ``retriever | prompt | ChatMFS | StrOutputParser`` chain, built by
-``benchmarks/smollm2_rag.py`` (which measures how often the answers hold the right fact;
+``experiments/benchmarks/smollm2_rag.py`` (which measures how often the answers hold the right fact;
 docs/real_models_rag_tools.md has its table). Here, on one question each with a small MFS
 search: the question's own document is retrieved, the text the model receives holds it and
 the question inside the framework's prompt rendered by SmolLM2's ChatML template, every later

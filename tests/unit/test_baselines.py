@@ -16,7 +16,7 @@ END = "<end_of_reasoning>"
 
 
 def test_registry_holds_every_benchmark_method() -> None:
-    assert {"mfs", "cot", "sc", "phi", "mfs-no-stop", "mfs-no-prune"} <= set(DECODERS)
+    assert {"mfs", "cot", "sc", "phi", "esc", "deepconf", "mfs-paper"} <= set(DECODERS)
     assert get_decoder("cot") is decode_cot
     assert get_decoder("sc") is decode_self_consistency
     with pytest.raises(ValueError, match="unknown decoding method 'beam'"):
@@ -79,47 +79,35 @@ def _mfs_script(request: GenerationRequest) -> list:
     return [continuation("The answer is: \\boxed{7}.", mean_logprob=-0.5, stop_reason=END)] * request.n
 
 
-def test_mfs_no_stop_is_mfs_without_the_convergence_stop() -> None:
+def test_without_early_stopping_mfs_runs_to_max_steps() -> None:
     settings = MFSSettings(step_beam_size=2, num_rollouts=2, max_steps=4)
     full_backend, ablated_backend = ScriptedBackend(_mfs_script), ScriptedBackend(_mfs_script)
     full = MFSEngine(full_backend, settings).decode_prompts(["Q:"], method="mfs")[0]
-    ablated = MFSEngine(ablated_backend, settings).decode_prompts(["Q:"], method="mfs-no-stop")[0]
+    ablated = MFSEngine(ablated_backend, settings.changed(early_stopping=False)).decode_prompts(["Q:"])[0]
     # Constant foresight quality: V = F_t - F_{t-1} = 0 <= ε_stop at t = 1 stops MFS there.
     assert full.stop_reason == "converged" and len(full.steps) == 2
     assert ablated.stop_reason == "max_steps" and len(ablated.steps) == 4
-    assert ablated.method == "mfs-no-stop" and full.method == "mfs"
+    assert ablated.method == "mfs" and full.method == "mfs" and ablated.search_settings["early_stopping"] is False
     assert ablated_backend.num_calls == 2 * 4 and full_backend.num_calls == 2 * 2
 
 
-def test_mfs_no_prune_rolls_out_every_unfinished_candidate() -> None:
+def test_without_width_pruning_mfs_rolls_out_every_unfinished_candidate() -> None:
     settings = MFSSettings(step_beam_size=2, num_rollouts=3, max_steps=1)
     pruned_backend, ablated_backend = ScriptedBackend(_mfs_script), ScriptedBackend(_mfs_script)
     full = MFSEngine(pruned_backend, settings).decode_prompts(["Q:"], method="mfs")[0]
-    ablated = MFSEngine(ablated_backend, settings).decode_prompts(["Q:"], method="mfs-no-prune")[0]
+    ablated = MFSEngine(ablated_backend, settings.changed(width_pruning=False)).decode_prompts(["Q:"])[0]
     # t = 0 samples M·N = 6 steps scoring -0.1 .. -0.6: μ = -0.35, σ = 0.17078, μ + 0.8σ = -0.21338
     # keeps -0.1 and -0.2; without pruning all 6 get a foresight rollout.
     assert len(pruned_backend.calls[1]) == 2
     assert len(ablated_backend.calls[1]) == 6
     assert full.steps[0].num_pruned == 4 and ablated.steps[0].num_pruned == 0
     assert ablated.output_tokens - full.output_tokens == 4 * 4  # four more 4-token rollouts
-    assert ablated.method == "mfs-no-prune"
+    assert ablated.search_settings["width_pruning"] is False
 
 
 def test_with_overrides_rejects_unknown_fields_and_keeps_the_caller_settings() -> None:
     with pytest.raises(ValueError, match="unknown MFSSettings fields.*'early_stop'"):
         with_overrides(decode_mfs, "bad", early_stop=False)
     settings = MFSSettings(step_beam_size=2, num_rollouts=2, max_steps=2)
-    MFSEngine(ScriptedBackend(_mfs_script), settings).decode_prompts(["Q:"], method="mfs-no-stop")
-    assert settings.early_stopping is True
-
-
-@pytest.mark.parametrize(("rollout_temperature", "sampled_at"), [(0.4, 0.4), (None, 0.6)])
-def test_sc_rollout_temperature_samples_at_mfs_rollout_temperature(rollout_temperature, sampled_at) -> None:
-    texts = [("The answer is: \\boxed{7}.", -0.2), ("The answer is: \\boxed{8}.", -0.1), ("The answer is: \\boxed{7}.", -0.3)]
-    backend = ScriptedBackend([[continuation(t, mean_logprob=q, stop_reason=END) for t, q in texts]])
-    settings = MFSSettings(step_beam_size=3, temperature=0.6, rollout_temperature=rollout_temperature)
-    result = MFSEngine(backend, settings).decode_prompts(["Q"], method="sc-rollout-temperature")[0]
-    (request,) = backend.requests
-    assert (request.n, request.temperature, request.greedy) == (3, sampled_at, False)
-    assert result.method == "sc-rollout-temperature" and result.stop_reason == "sampled"
-    assert result.answer == "7" and result.vote_share == pytest.approx(2 / 3)
+    MFSEngine(ScriptedBackend(_mfs_script), settings).decode_prompts(["Q:"], method="mfs-paper")
+    assert settings.share_foresight is True and settings.rollout_temperature == 0.5

@@ -23,7 +23,7 @@ def _without(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:
 def test_only_what_the_run_uses_is_required(monkeypatch: pytest.MonkeyPatch) -> None:
     _without(monkeypatch, "scipy", "sklearn", "matplotlib", "tqdm")
     assert missing_bench_dependencies(["cot", "mfs"], plot=False, progress=False) == ["scipy"]
-    assert missing_bench_dependencies(["phi-release", "mfs"], plot=True, progress=True) == [
+    assert missing_bench_dependencies(["phi", "mfs"], plot=True, progress=True) == [
         "scipy", "scikit-learn", "matplotlib", "tqdm"]
 
 

@@ -41,7 +41,7 @@ def test_parse_methods_and_lambda_sweep() -> None:
     methods = parse_methods("cot, sc,mfs", lambda_sweep=[0.4, 1.2])
     assert [m.label for m in methods] == ["cot", "sc", "mfs", "mfs@lambda1=0.4", "mfs@lambda1=1.2"]
     assert methods[3].decoder == "mfs" and methods[3].overrides == (("prune_lambda", 0.4),)
-    with pytest.raises(ValueError, match=r"unknown method\(s\) \['beam'\]"):
+    with pytest.raises(ValueError, match=r"^unknown method 'beam'; known: \['cot', "):
         parse_methods("cot,beam")
     with pytest.raises(ValueError, match="without repeats"):
         parse_methods("cot,cot")
@@ -50,7 +50,7 @@ def test_parse_methods_and_lambda_sweep() -> None:
 def test_run_writes_one_record_per_question_and_method(tmp_path: Path) -> None:
     engine, backend = _engine()
     data = _demo_set()
-    methods = parse_methods("cot,sc,mfs,mfs-no-prune")  # phi: see test_phi.py and the integration test
+    methods = parse_methods("cot,sc,mfs,mfs-no-prune:mfs:width_pruning=false")  # phi: see test_phi.py and the integration test
     records = run_bench(engine, data, methods, tmp_path, sc_k="auto", concurrency=3)
     assert len(records) == 4 * len(data.examples)
     assert {(r["method"], r["index"]) for r in records} == {(m.label, i) for m in methods for i in range(4)}

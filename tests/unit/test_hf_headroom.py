@@ -1,6 +1,6 @@
 """The transformers backend's KV cache layer with room to grow (issue 45 item 6): the same keys and
 values as ``DynamicLayer``'s ``torch.cat``, written in place; the 64-sample prefill benchmark is
-``benchmarks/prefill_sharing.py``."""
+``experiments/benchmarks/prefill_sharing.py``."""
 
 from __future__ import annotations
 

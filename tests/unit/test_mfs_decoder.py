@@ -243,17 +243,14 @@ def test_convergence_keeps_the_parent_beams_and_their_earlier_rollouts():
     assert result.completion_tokens == 0
 
 
-def test_the_old_convergence_finish_is_a_setting_and_a_method():
+def test_the_old_convergence_finish_is_a_setting():
     settings = paper_settings(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=2)
     old = MFSEngine(scripted_model(STEPS, WORSE_ROLLOUTS), settings.model_copy(update={"convergence_finish": "converged_rollouts"}))
     result = old.decode(["Q:"])[0]
     assert result.stop_reason == "converged"
     assert result.completions == ["a\na2\nThe answer is: \\boxed{3}.", "b\nb2\nThe answer is: \\boxed{3}."]
     assert (result.answer, result.vote_share) == ("3", 1.0)
-    ablation = MFSEngine(scripted_model(STEPS, WORSE_ROLLOUTS), settings).decode_prompts(["Q:"], method="mfs-converged-rollouts")[0]
-    assert ablation.method == "mfs-converged-rollouts"
-    assert ablation.completions == result.completions
-    assert ablation.search_settings["convergence_finish"] == "converged_rollouts"
+    assert result.search_settings["convergence_finish"] == "converged_rollouts"
 
 
 def test_convergence_at_the_root_completes_the_empty_paths():

@@ -1,9 +1,9 @@
 """What the installed package holds, and how its modules import each other.
 
-* The import graph of ``mfs_core``, the adapters and ``testbed`` has no circle: every
+* The import graph of ``mfs_core``, the adapters and ``experiments`` has no circle: every
   ``import`` statement counts, at module level or inside a function (a circle broken only by
   a deferred import is still one).
-* The library never imports ``testbed/`` (the demo model's generators, training, evaluation
+* The library never imports ``experiments/testbed/`` (the demo model's generators, training, evaluation
   and probe scripts), which is not installed.
 * The wheel holds the library and the demo model's run-time files (weights, tokenizer, chat
   template, held-out set, model card) and no training or evaluation script.
@@ -110,20 +110,20 @@ def test_the_graph_reader_finds_a_circle() -> None:
 
 
 def test_no_circular_imports() -> None:
-    graph = _import_graph((*LIBRARY, "testbed"))
+    graph = _import_graph((*LIBRARY, "experiments"))
     assert "mfs_core.backends.transformers" in graph and "mfs_core.engine" in graph["mfs_core"]
     assert _circles(graph) == []
 
 
-def test_the_library_never_imports_the_testbed() -> None:
-    graph = _import_graph((*LIBRARY, "testbed"))
+def test_the_library_never_imports_the_experiments() -> None:
+    graph = _import_graph((*LIBRARY, "experiments"))
     for name, imported in graph.items():
-        if not name.startswith("testbed"):
-            assert not {other for other in imported if other.startswith("testbed")}, name
+        if not name.startswith("experiments"):
+            assert not {other for other in imported if other.startswith("experiments")}, name
     assert not any((ROOT / "mfs_core" / "demo" / f"{script}.py").exists() for script in TESTBED_SCRIPTS)
 
 
-def test_package_discovery_leaves_the_testbed_out() -> None:
+def test_package_discovery_leaves_the_experiments_out() -> None:
     """The packages setuptools finds with pyproject.toml's rules (what the wheel installs)."""
     tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
     from setuptools import find_namespace_packages
@@ -163,7 +163,7 @@ def test_the_wheel_holds_the_library_and_the_model_but_no_script(tmp_path: Path)
         "mfs_core/demo/__init__.py"]
     for script in TESTBED_SCRIPTS:
         assert not [name for name in files if name.endswith(f"/{script}.py")], script
-    assert not [name for name in files if name.startswith(("testbed/", "tests/", "scripts/", "benchmarks/"))]
+    assert not [name for name in files if name.startswith(("experiments/", "tests/", "scripts/"))]
 
 
 FORMER_HOMES = {"mfs_core.backends.vllm_serve": "mfs_core.vllm_server", "mfs_core.tools.grammar": "mfs_core.grammar"}

@@ -312,7 +312,6 @@ def test_a_closed_beam_is_carried_until_every_beam_is_closed() -> None:
 
 
 def test_phi_release_keeps_sampling_after_the_end_marker() -> None:
-    from mfs_core.decoders import get_decoder
 
     def script(request: GenerationRequest) -> list:
         if _is_step(request):
@@ -321,9 +320,8 @@ def test_phi_release_keeps_sampling_after_the_end_marker() -> None:
         return [continuation("The answer is: \\boxed{8}.", mean_logprob=-0.4, stop_reason=END)]
 
     backend = ScriptedBackend(script)
-    result = MFSEngine(backend, _settings(step_beam_size=1, num_rollouts=2)).decode_prompts(["Q:"], method="phi-release")[0]
-    assert get_decoder("phi-release") is not decode_phi
+    result = drive(decode_phi("Q:", _settings(step_beam_size=1, num_rollouts=2), PhiConfig(close_finished=False)), backend)
     assert [r.prompt for r in backend.calls[1]] == [f"Q:{ANSWER}\n"]  # the finished step is rolled out
     assert [r.prompt for r in backend.calls[2]] == [f"Q:{ANSWER}\n"]  # and completed again
     assert result.text == f"{ANSWER}\nThe answer is: \\boxed{{8}}."
-    assert (result.answer, result.method) == ("8", "phi-release")
+    assert (result.answer, result.method) == ("8", "phi")

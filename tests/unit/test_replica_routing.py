@@ -1,6 +1,6 @@
 """Replica routing of the HTTP backend (issue 44 item 6): prefix blocks, affinity, the load bound, spread.
 
-Hand-computed placements; the two-replica prefill measurement is ``benchmarks/replica_affinity.py``.
+Hand-computed placements; the two-replica prefill measurement is ``experiments/benchmarks/replica_affinity.py``.
 """
 
 from __future__ import annotations

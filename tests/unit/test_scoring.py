@@ -22,7 +22,7 @@ from mfs_core.bench.scoring import (
     score_completions,
     score_text,
 )
-from testbed.problems import generate_problems
+from experiments.testbed.problems import generate_problems
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "data"
 FULL = Path(os.environ.get("MFS_DATA_DIR", "/work/shared/data"))

@@ -116,8 +116,8 @@ def test_the_engine_passes_the_action_key_and_refuses_decoders_without_one() -> 
     engine = MFSEngine(ScriptedBackend(three_paths), SETTINGS)
     [result] = engine.decode_prompts(["Q\n\n"], answer_key=ActionVote("hermes", TOOLS))
     assert result.vote_share == pytest.approx(2 / 3) and result.answer.startswith("call ")
-    [ablation] = engine.decode_prompts(["Q\n\n"], method="mfs-no-prune", answer_key=ActionVote("hermes", TOOLS))
-    assert ablation.answer == result.answer and ablation.method == "mfs-no-prune"
+    [ablation] = engine.decode_prompts(["Q\n\n"], method="mfs-paper", answer_key=ActionVote("hermes", TOOLS))
+    assert ablation.answer == result.answer and ablation.method == "mfs-paper"
     with pytest.raises(ValueError, match="decoder 'phi' cannot vote over actions"):
         engine.submit_prompts(["Q\n\n"], method="phi", answer_key=ActionVote("hermes", TOOLS))
 

@@ -3,7 +3,7 @@
 Every forced tool call (``tool_choice="required"``) and every structured output (json_schema
 ``{"value": integer}``) of 50 generated questions must parse and validate when sampled
 under its grammar (``constrain_actions``), built as the adapters build them
-(:func:`mfs_core.bench.constrained.run_actions`). The last test pins what vLLM reports as
+(:func:`experiments.benchmarks.constrained.run_actions`). The last test pins what vLLM reports as
 log-probs under a grammar: renormalised over the tokens the grammar allows (the bitmask is
 applied to the logits before the sampler computes its "raw" log-probs), so above the raw ones.
 """
@@ -18,7 +18,7 @@ from mfs_core.backends.openai import OpenAIBackend
 from mfs_core.backends.transformers import TransformersBackend
 from mfs_core.backends.vllm import VLLMBackend
 from mfs_core.vllm_server import VLLMServer
-from mfs_core.bench.constrained import FORCED_CALL, STRUCTURED_OUTPUT, run_actions
+from experiments.benchmarks.constrained import FORCED_CALL, STRUCTURED_OUTPUT, run_actions
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import MFSSettings
 from mfs_core.types import GenerationRequest, RequestGrammar

@@ -1,0 +1,35 @@
+"""Shared fixtures: the demo model loads once per test session.
+
+Tests never touch the network (pytest-socket is on in pyproject.toml) and the Hugging Face
+hub is forced offline here.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# Small search so the integration tests stay fast on 2 CPU cores (160 answer tokens hold a 4-operation
+# solution of the v3 demo model with its check lines; 64 cut them short).
+SMALL_SEARCH = {"step_beam_size": 2, "num_rollouts": 3, "max_steps": 4, "max_answer_tokens": 160, "max_step_tokens": 24}
+
+
+@pytest.fixture(scope="session")
+def demo_backend():
+    """The bundled demo model behind the transformers backend (loaded once)."""
+    from mfs_core import MFSEngine, MFSSettings
+
+    return MFSEngine.from_settings(MFSSettings(device="cpu")).backend
+
+
+@pytest.fixture(scope="session")
+def demo_engine(demo_backend):
+    """An engine over the shared demo backend with a small search (M=2, N=3)."""
+    from mfs_core import MFSEngine, MFSSettings
+
+    return MFSEngine.from_settings(MFSSettings(device="cpu", **SMALL_SEARCH))

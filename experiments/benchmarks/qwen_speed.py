@@ -1,0 +1,290 @@
+"""Qwen2.5-Coder-0.5B-Instruct on CPU: convert time, output tokens/s, greedy GSM8K (issue 38, item 2).
+
+* ``convert``: joining the six parts (with the SHA-256 check) and converting the GGUF file to
+  the float32 safetensors folder, in a fresh temporary cache (seconds).
+* ``speed``: greedy decoding (``method="cot"``) through the engine on the transformers backend
+  (``--backend vllm``: vLLM's CPU build) of the first GSM8K questions, 1 row and ``--rows`` rows
+  at once, ``--speed-tokens`` output tokens at most: output tokens per wall second.
+* ``gsm8k``: greedy decoding of the first ``--questions`` GSM8K questions with the model's own
+  chat template and Qwen's math system prompt ("Please reason step by step, and put your final
+  answer within \\boxed{}."), ``--max-answer-tokens`` at most; accuracy and the share of
+  answers the extraction reads (95% Wilson intervals).
+* ``greedy``: greedy CoT (``mfs bench``'s ``cot``, its prompts: the release's system prompt of
+  GSM8K and ARC-C; on the demo held-out problems Qwen's math system prompt above, since the demo
+  set has none) on the first ``--questions`` questions of each of ``--datasets``, through
+  :func:`mfs_core.bench.runner.run_bench` with one engine (records under ``--runs-dir``, resumable),
+  and the task whose greedy accuracy is nearest 50% (issue 38, item 5).
+* ``mfs``: one GSM8K question decoded by MFS at M = N = 2 and M = N = 4: wall seconds, output
+  tokens, and vLLM's prefix-cache hit rate over the decode (``--backend vllm`` only; vLLM's
+  ``prefix_cache_hits`` / ``prefix_cache_queries`` counters, in tokens).
+* ``batch``: the first ``--batch-questions`` GSM8K questions decoded by MFS together (``mfs bench``'s
+  ``mfs`` through :func:`~mfs_core.bench.runner.run_bench`, all in flight at once, M = N =
+  ``--batch-width``), under the engine's ``--scheduling`` (issue 43: lockstep against continuous):
+  wall seconds, seconds per question, output tokens, the prefix-cache hit rate and each answer.
+* ``--compare A.json B.json``: no decoding; how many greedy GSM8K answers (the ``greedy`` part's
+  records) and texts two runs share, and each run's accuracy (bfloat16 against float32).
+
+``--dtype`` and ``--scheduling`` are the engine's settings (``auto``: the library's rule for the
+machine); ``--block-size`` is vLLM's KV-cache block (tokens; default: the library's).
+
+Usage (niced, on 2 cores)::
+
+    nice -n 15 python experiments/benchmarks/qwen_speed.py --parts convert,speed,gsm8k --questions 100 \\
+        --data-dir ../shared/data --out bench-results/qwen-speed.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from mfs_core import MFSEngine, MFSSettings
+from mfs_core.bench.datasets import load_dataset
+from mfs_core.bench.report import wilson_interval
+from mfs_core.bench.runner import parse_methods, run_bench, score_result
+from mfs_core.models import PACKAGED_MODELS, assemble_parts, convert_gguf
+
+MODEL = "qwen2.5-coder-0.5b-instruct"
+SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
+
+
+def measure_convert() -> dict[str, float]:
+    """Seconds to join and check the parts, and to convert them, in a fresh cache."""
+    with tempfile.TemporaryDirectory() as cache:
+        start = time.perf_counter()
+        gguf = assemble_parts(MODEL, PACKAGED_MODELS[MODEL], Path(cache))
+        joined = time.perf_counter()
+        convert_gguf(gguf, Path(cache))
+        done = time.perf_counter()
+    return {"join_and_check_s": round(joined - start, 1), "convert_s": round(done - joined, 1)}
+
+
+def _prompts(engine: MFSEngine, questions: list[str]) -> list[str]:
+    return [engine.backend.apply_chat_template([{"role": "system", "content": SYSTEM}, {"role": "user", "content": q}])
+            for q in questions]
+
+
+def measure_speed(engine: MFSEngine, questions: list[str], rows: int, tokens: int) -> dict[str, float]:
+    """Greedy output tokens per second with ``rows`` prompts decoded together."""
+    settings = engine.settings.model_copy(update={"max_answer_tokens": tokens})
+    prompts = _prompts(engine, questions[:rows])
+    start = time.perf_counter()
+    results = engine.decode_prompts(prompts, settings=settings, method="cot")
+    seconds = time.perf_counter() - start
+    output = sum(r.output_tokens for r in results)
+    return {"rows": rows, "output_tokens": output, "seconds": round(seconds, 1), "tokens_per_s": round(output / seconds, 2)}
+
+
+def measure_gsm8k(engine: MFSEngine, questions: int, data_dir: Path | None, batch: int) -> dict[str, Any]:
+    """Greedy accuracy and parse rate on the first ``questions`` GSM8K questions."""
+    data = load_dataset("gsm8k", data_dir=data_dir, limit=questions)
+    correct = parsed = tokens = 0
+    rows = []
+    start = time.perf_counter()
+    for first in range(0, len(data.examples), batch):
+        chunk = data.examples[first:first + batch]
+        results = engine.decode_prompts(_prompts(engine, [e.question for e in chunk]), method="cot")
+        for example, result in zip(chunk, results):
+            _, right = score_result(data.kind, result, example.target, engine.settings, "cot", example.question)
+            correct += right
+            parsed += result.answer is not None
+            tokens += result.output_tokens
+            rows.append({"target": example.target, "answer": result.answer, "right": bool(right),
+                         "output_tokens": result.output_tokens, "text": result.text[-400:]})
+        print(f"{len(rows)}/{len(data.examples)}: {correct} right, {parsed} parsed, "
+              f"{time.perf_counter() - start:.0f} s", flush=True)
+    n = len(rows)
+    return {"questions": n, "correct": correct, "accuracy_ci": wilson_interval(correct, n), "parsed": parsed,
+            "parsed_ci": wilson_interval(parsed, n), "tokens_per_question": tokens / n,
+            "seconds": round(time.perf_counter() - start, 1), "rows": rows}
+
+
+def measure_greedy(engine: MFSEngine, datasets: list[str], questions: int, data_dir: Path | None,
+                   runs_dir: Path) -> dict[str, Any]:
+    """Greedy CoT accuracy (95% Wilson interval), parse rate and output tokens per question per set.
+
+    The demo set is decoded with :data:`SYSTEM` as its system prompt; the paper sets with the
+    release's own (``mfs_core.bench.prompts``), as ``mfs bench`` renders them.
+    """
+    table: dict[str, Any] = {}
+    for name in datasets:
+        data = load_dataset(name, data_dir=data_dir, limit=questions)
+        settings = engine.settings.model_copy(update={"system_prompt": SYSTEM if data.kind == "demo" else None})
+        start = time.perf_counter()
+        records = run_bench(engine, data, parse_methods("cot"), runs_dir / f"greedy-{name}", settings=settings,
+                            concurrency=32)
+        n = len(records)
+        correct = sum(bool(r["correct"]) for r in records)
+        parsed = sum(r.get("prediction") is not None for r in records)
+        table[name] = {"questions": n, "correct": correct, "accuracy_ci": wilson_interval(correct, n),
+                       "parsed": parsed, "parsed_ci": wilson_interval(parsed, n),
+                       "tokens_per_question": round(sum(r["output_tokens"] for r in records) / n, 1),
+                       "seconds": round(time.perf_counter() - start, 1)}
+        print(name, table[name], flush=True)
+    table["nearest_50"] = min(datasets, key=lambda d: abs(table[d]["correct"] / table[d]["questions"] - 0.5))
+    return table
+
+
+def _prefix_counters(engine: MFSEngine) -> dict[str, float]:
+    """vLLM's prefix-cache counters (tokens) of this process, from its Prometheus registry (both the
+    ``LLM`` and the ``AsyncLLM`` backend register them there; empty on other backends)."""
+    if getattr(engine.backend, "llm", None) is None:
+        return {}
+    from vllm.v1.metrics.reader import get_metrics_snapshot
+
+    return {m.name: float(m.value) for m in get_metrics_snapshot()
+            if m.name in ("vllm:prefix_cache_hits", "vllm:prefix_cache_queries")}
+
+
+def measure_mfs(engine: MFSEngine, question: str, widths: tuple[int, ...] = (2, 4)) -> list[dict[str, Any]]:
+    """Wall seconds, output tokens and prefix-cache hit rate of one MFS decode at each M = N of ``widths``."""
+    rows = []
+    for width in widths:
+        settings = engine.settings.model_copy(update={"step_beam_size": width, "num_rollouts": width})
+        before = _prefix_counters(engine)
+        start = time.perf_counter()
+        result = engine.decode_prompts(_prompts(engine, [question]), settings=settings, method="mfs")[0]
+        seconds = time.perf_counter() - start
+        after = _prefix_counters(engine)
+        row: dict[str, Any] = {"M=N": width, "seconds": round(seconds, 1), "output_tokens": result.output_tokens,
+                               "steps": len(result.steps), "answer": result.answer}
+        queries = after.get("vllm:prefix_cache_queries", 0.0) - before.get("vllm:prefix_cache_queries", 0.0)
+        if queries:
+            hits = after["vllm:prefix_cache_hits"] - before["vllm:prefix_cache_hits"]
+            row["prefix_cache_hit_rate"] = round(hits / queries, 3)
+        rows.append(row)
+        print(row, flush=True)
+    return rows
+
+
+def measure_batch(engine: MFSEngine, questions: int, width: int, data_dir: Path | None,
+                  runs_dir: Path) -> dict[str, Any]:
+    """Wall seconds of ``questions`` GSM8K questions decoded by MFS together (M = N = ``width``).
+
+    Every question is in flight at once (``concurrency=questions``); the records go to a fresh
+    ``runs_dir`` (an existing one is refused, so a rerun never resumes and times nothing).
+    """
+    if runs_dir.exists():
+        msg = f"{runs_dir} exists: the batch part times a fresh run, remove it first"
+        raise ValueError(msg)
+    data = load_dataset("gsm8k", data_dir=data_dir, limit=questions)
+    settings = engine.settings.model_copy(update={"step_beam_size": width, "num_rollouts": width})
+    before = _prefix_counters(engine)
+    start = time.perf_counter()
+    records = run_bench(engine, data, parse_methods("mfs"), runs_dir, settings=settings, concurrency=questions,
+                        warmup=False)
+    seconds = time.perf_counter() - start
+    after = _prefix_counters(engine)
+    row: dict[str, Any] = {"scheduling": engine.settings.scheduling, "questions": len(records), "M=N": width,
+                           "seconds": round(seconds, 1), "seconds_per_question": round(seconds / len(records), 1),
+                           "output_tokens": sum(r["output_tokens"] for r in records),
+                           "correct": sum(bool(r["correct"]) for r in records),
+                           "answers": [r.get("prediction") for r in records]}
+    queries = after.get("vllm:prefix_cache_queries", 0.0) - before.get("vllm:prefix_cache_queries", 0.0)
+    if queries:
+        row["prefix_cache_hit_rate"] = round((after["vllm:prefix_cache_hits"] - before["vllm:prefix_cache_hits"])
+                                             / queries, 3)
+    print(row, flush=True)
+    return row
+
+
+def compare_greedy(first: Path, second: Path) -> dict[str, Any]:
+    """Agreement of two runs' greedy GSM8K records (``greedy`` part, ``--runs-dir``/greedy-gsm8k).
+
+    Returns:
+        Questions in both, how many share the prediction and the whole text, how many are right
+        in both / only the first / only the second, and each run's right count (95% Wilson interval).
+    """
+    def records(run: Path) -> dict[int, dict[str, Any]]:
+        lines = (run / "greedy-gsm8k" / "records.jsonl").read_text().splitlines()
+        return {r["index"]: r for r in map(json.loads, lines) if r["method"] == "cot" and r.get("error") is None}
+
+    a, b = records(first), records(second)
+    both = sorted(set(a) & set(b))
+    right_a = sum(bool(a[i]["correct"]) for i in both)
+    right_b = sum(bool(b[i]["correct"]) for i in both)
+    return {"questions": len(both),
+            "same_prediction": sum(a[i].get("prediction") == b[i].get("prediction") for i in both),
+            "same_text": sum(a[i].get("text") == b[i].get("text") for i in both),
+            "right_in_both": sum(bool(a[i]["correct"] and b[i]["correct"]) for i in both),
+            "right_only_first": sum(bool(a[i]["correct"] and not b[i]["correct"]) for i in both),
+            "right_only_second": sum(bool(b[i]["correct"] and not a[i]["correct"]) for i in both),
+            str(first): {"correct": right_a, "accuracy_ci": wilson_interval(right_a, len(both))},
+            str(second): {"correct": right_b, "accuracy_ci": wilson_interval(right_b, len(both))}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", default="convert,speed,gsm8k")
+    parser.add_argument("--backend", default="transformers")
+    parser.add_argument("--rows", type=int, default=32, help="rows of the batched speed measurement")
+    parser.add_argument("--speed-tokens", type=int, default=64)
+    parser.add_argument("--questions", type=int, default=100)
+    parser.add_argument("--batch", type=int, default=16, help="GSM8K questions decoded together")
+    parser.add_argument("--max-answer-tokens", type=int, default=400)
+    parser.add_argument("--data-dir", type=Path, default=None)
+    parser.add_argument("--block-size", type=int, default=None,
+                        help="vLLM KV-cache block size in tokens (its CPU default: 128); prefix caching reuses whole blocks only")
+    parser.add_argument("--datasets", default="gsm8k,arc-c,demo", help="sets of the greedy part")
+    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
+    parser.add_argument("--scheduling", default="lockstep", choices=["lockstep", "continuous"])
+    parser.add_argument("--widths", default="2,4", help="M = N of the mfs part, comma-separated")
+    parser.add_argument("--batch-questions", type=int, default=12, help="GSM8K questions of the batch part")
+    parser.add_argument("--batch-width", type=int, default=2, help="M = N of the batch part")
+    parser.add_argument("--compare", type=Path, nargs=2, default=None, metavar=("RUNS_A", "RUNS_B"),
+                        help="compare the greedy GSM8K records of two --runs-dir folders, decode nothing")
+    parser.add_argument("--runs-dir", type=Path, default=Path("bench-results/qwen"), help="records of the greedy part")
+    parser.add_argument("--out", type=Path, default=Path("bench-results/qwen-speed.json"))
+    args = parser.parse_args()
+    if args.compare:
+        print(json.dumps(compare_greedy(*args.compare), indent=1))
+        return
+    parts = set(args.parts.split(","))
+    out: dict[str, Any] = {"model": MODEL, "backend": args.backend, "dtype": args.dtype,
+                           "scheduling": args.scheduling, "block_size": args.block_size}
+
+    def save() -> None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(out, indent=1))
+
+    if "convert" in parts:
+        out["convert"] = measure_convert()
+        print(out["convert"], flush=True)
+        save()
+    vllm_kwargs: dict[str, Any] = ({"disable_log_stats": False}
+                                   if args.backend == "vllm" and parts & {"mfs", "batch"} else {})
+    if args.block_size:
+        vllm_kwargs["block_size"] = args.block_size
+    extra = {"vllm_kwargs": vllm_kwargs} if vllm_kwargs else {}
+    settings = MFSSettings(model=MODEL, backend=args.backend, device="cpu", max_answer_tokens=args.max_answer_tokens,
+                           assistant_prefix="", seed=0, dtype=args.dtype, scheduling=args.scheduling, **extra)
+    with MFSEngine.from_settings(settings) as engine:
+        if "speed" in parts:
+            questions = [e.question for e in load_dataset("gsm8k", data_dir=args.data_dir, limit=args.rows).examples]
+            out["speed"] = [measure_speed(engine, questions, rows, args.speed_tokens) for rows in (1, args.rows)]
+            print(out["speed"], flush=True)
+            save()
+        if "gsm8k" in parts:
+            out["gsm8k"] = measure_gsm8k(engine, args.questions, args.data_dir, args.batch)
+            print({k: v for k, v in out["gsm8k"].items() if k != "rows"}, flush=True)
+            save()
+        if "greedy" in parts:
+            out["greedy"] = measure_greedy(engine, args.datasets.split(","), args.questions, args.data_dir,
+                                           args.runs_dir)
+            save()
+        if "mfs" in parts:
+            question = load_dataset("gsm8k", data_dir=args.data_dir, limit=1).examples[0].question
+            out["mfs"] = measure_mfs(engine, question, tuple(int(w) for w in args.widths.split(",")))
+            save()
+        if "batch" in parts:
+            out["batch"] = measure_batch(engine, args.batch_questions, args.batch_width, args.data_dir,
+                                         args.runs_dir / f"batch-{args.scheduling}-{args.dtype}")
+            save()
+
+
+if __name__ == "__main__":
+    main()
