@@ -23,7 +23,7 @@ from annotated_types import Ge, Gt, Le, Lt, MinLen
 from pydantic import BaseModel, ValidationError
 
 __all__ = [
-    "BackendOutputError", "ContextWindowError", "DecodeTimeoutError", "GenerateTimeoutError", "MFSError",
+    "BackendDeadError", "BackendOutputError", "ContextWindowError", "DecodeTimeoutError", "GenerateTimeoutError", "MFSError",
     "OneLineValidationError",
     "allowed_range",
     "closest", "format_validation_error", "one_line", "unknown_name_message",
@@ -51,6 +51,42 @@ class BackendOutputError(MFSError, RuntimeError):
     infinite. The engine retries the decodes of such a round one at a time, so only the
     decode whose requests cause it fails.
     """
+
+
+class BackendDeadError(MFSError, RuntimeError):
+    """The engine's backend can no longer serve, for good: its model is gone.
+
+    Raised by every call on an :class:`~mfs_core.engine.MFSEngine` (and on the LangChain and
+    LlamaIndex models sharing its backend) once the backend died: vLLM's engine-core process
+    exited (killed, out of memory, a crashed kernel), the transformers backend met a fatal
+    device error (CUDA error, out of memory), or the backend was closed. Decodes in flight
+    fail with it too (within their call's ``timeout``, never a hang). Such an engine cannot
+    recover: close it and build a new one; the shared-backend registry has dropped the dead
+    backend, so ``MFSEngine.from_settings`` (or a new ``ChatMFS`` / ``MFSLLM``) with the same
+    settings loads a fresh one. A ``RuntimeError``, as the errors of a closed backend were.
+
+    Args:
+        reason: one line saying what died and how (e.g. ``"vLLM's engine core exited with
+            signal 9"``).
+        model: the model the backend served (named in the message), or None.
+
+    Attributes:
+        reason: as given.
+        model: as given.
+    """
+
+    def __init__(self, reason: str, model: str | None = None) -> None:
+        self.reason = reason
+        self.model = model
+        what = f"the backend of model {model!r}" if model else "the model backend"
+        super().__init__(
+            f"{what} is gone: {reason}. Every call on this engine, and on the LangChain / LlamaIndex models "
+            "sharing it, fails from now on: close them and build a new one (MFSEngine.from_settings(...), or a "
+            "new ChatMFS / MFSLLM with the same settings), which loads a fresh backend"
+        )
+
+    def __reduce__(self) -> tuple[type, tuple[str, str | None]]:
+        return type(self), (self.reason, self.model)
 
 
 class GenerateTimeoutError(MFSError, TimeoutError):

@@ -37,7 +37,56 @@ logger = logging.getLogger("mfs_core.backends.openai")  # its messages stay unde
 
 class RetryingSender:
     """The retry loop of the HTTP backend and its async driver (reads the backend's
-    ``base_urls``, ``max_retries``, ``backoff``, ``max_backoff``, ``timeout``, ``server_n`` and ``httpx``)."""
+    ``base_urls``, ``max_retries``, ``backoff``, ``max_backoff``, ``timeout``, ``server_n`` and ``httpx``).
+
+    It also keeps each replica's last outcome, for :attr:`unavailable_reason`: a replica is down
+    from a POST that got no answer (refused, timed out) or a 5xx until one of its POSTs is answered.
+    """
+
+    @property
+    def unavailable_reason(self) -> str | None:
+        """Why the servers cannot serve now (one line), or None.
+
+        Set once a request has spent its retry budget (``max_retries``) while every replica's last
+        POST failed, cleared by the next POST any replica answers: the servers may come back, so
+        unlike a dead backend's ``dead_reason`` this never fails a call by itself. ``mfs serve``'s
+        ``/health`` reads it.
+        """
+        faults = self.__dict__.get("_replica_faults", {})
+        if not self.__dict__.get("_budget_spent") or any(url not in faults for url in self.base_urls):
+            return None
+        where = "; ".join(f"{url}: {faults[url]}" for url in self.base_urls)
+        return f"every replica of the HTTP backend is down past its retry budget (max_retries={self.max_retries}): {where}"
+
+    def _note_replica(self, url: str, response: Any, error: Exception | None) -> None:
+        """Record one POST's outcome at ``url`` (its replica's ``.../completions``) for :attr:`unavailable_reason`."""
+        faults = self.__dict__.setdefault("_replica_faults", {})
+        base = url.removesuffix("/completions")
+        if error is None and response.status_code < 500:
+            faults.pop(base, None)
+            self._budget_spent = False
+        else:
+            faults[base] = (f"{type(error).__name__}: {str(error)[:80]}" if error is not None
+                            else f"HTTP {response.status_code}")
+
+    def check_health(self) -> None:
+        """Ask every replica for ``GET /models`` (one attempt each, at most 5 s); return once one answers 200.
+
+        Raises:
+            ServerUnreachableError: no replica answered 200 (the message names each and what it said).
+        """
+        said = {}
+        for url in self.base_urls:
+            try:
+                response = self.httpx.get(url + "/models", headers=self._headers, timeout=min(self.timeout, 5.0))
+            except self.httpx.TransportError as exc:
+                said[url] = f"{type(exc).__name__}: {exc}"
+                continue
+            if response.status_code == 200:
+                return
+            said[url] = f"HTTP {response.status_code}"
+        msg = "no replica answers GET /models: " + "; ".join(f"{url} ({what})" for url, what in said.items())
+        raise ServerUnreachableError(msg)
 
     def _url(self, replica: int, attempt: int) -> str:
         return self.base_urls[(replica + attempt) % len(self.base_urls)] + "/completions"
@@ -83,12 +132,14 @@ class RetryingSender:
         return continuations
 
     def _failed(self, index: int, replica: int, fault: _Fault) -> OpenAIBackendError:
+        self._budget_spent = True
         urls = sorted({self._url(replica, attempt) for attempt in range(self.max_retries + 1)})
         msg = f"request {index} to {', '.join(urls)} failed {self.max_retries + 1} times; last: {fault.message}"
         return OpenAIBackendError(msg)
 
     def _unreachable(self, refused: dict[str, Exception]) -> ServerUnreachableError:
         """The error once every URL a request may try refused the connection."""
+        self._budget_spent = True
         where = ", ".join(f"{url} ({error.__class__.__name__}: {error})" for url, error in refused.items())
         msg = (f"nothing answers at {where}: is the server running, and is base_urls (--base-url, MFS_BASE_URLS) "
                "its address, e.g. http://127.0.0.1:8000/v1? Not retried: a refused connection means nothing listens")
@@ -153,5 +204,6 @@ class RetryingSender:
                     reply = (await client.post(value, json=body, headers=self._headers), None)
                 except self.httpx.TransportError as exc:
                     reply = (None, exc)
+                self._note_replica(value, *reply)
         except StopIteration as done:
             return done.value

@@ -71,7 +71,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mfs_core.errors import ContextWindowError
+from mfs_core.errors import BackendDeadError, ContextWindowError
 from mfs_core.models import demo_model_path, resolve_model_path
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest
@@ -86,7 +86,7 @@ from mfs_core.backends.hf_prefill import (
     output_cache,
 )
 
-__all__ = ["PrefillStats", "TransformersBackend", "demo_model_path", "resolve_model_path"]
+__all__ = ["PrefillStats", "TransformersBackend", "demo_model_path", "fatal_device_error", "resolve_model_path"]
 
 logger = logging.getLogger(__name__)
 
@@ -172,6 +172,7 @@ class TransformersBackend(SharedPrefill, GrammarConstraints):
         self._bitmask_vocab = 0
         self._warned_grammar_prefix = False
         self._eos_ids = set(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
+        self._dead: str | None = None
 
     @classmethod
     def from_settings(cls, settings: MFSSettings) -> TransformersBackend:
@@ -243,6 +244,12 @@ class TransformersBackend(SharedPrefill, GrammarConstraints):
         add_special = not (bos and prompt.startswith(bos))
         return self.tokenizer(prompt, add_special_tokens=add_special)["input_ids"]
 
+    @property
+    def dead_reason(self) -> str | None:
+        """Why this backend can no longer serve (one line): set by the first fatal device error
+        (:func:`fatal_device_error`) and never cleared; None while it can serve."""
+        return getattr(self, "_dead", None)
+
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Continuation]]:
         """Sample all ``requests`` in one batch (see the module docstring).
 
@@ -251,7 +258,23 @@ class TransformersBackend(SharedPrefill, GrammarConstraints):
 
         Raises:
             ContextWindowError: a prompt has as many tokens as the context window or more.
+            BackendDeadError: this call, or an earlier one, met a fatal device error (CUDA error, out of
+                memory: :func:`fatal_device_error`); every later call raises it at once.
         """
+        if self.dead_reason is not None:
+            raise BackendDeadError(self.dead_reason, self.model_name)
+        try:
+            return self._generate(requests)
+        except Exception as exc:
+            reason = fatal_device_error(exc)
+            if reason is None:
+                raise
+            self._dead = reason
+            logger.error("the transformers backend of %r is dead: %s", self.model_name, reason)
+            raise BackendDeadError(reason, self.model_name) from exc
+
+    def _generate(self, requests: Sequence[GenerationRequest]) -> list[list[Continuation]]:
+        """:meth:`generate`'s sampling, without the fatal-error check."""
         import torch
 
         window = self.context_window
@@ -446,6 +469,32 @@ class TransformersBackend(SharedPrefill, GrammarConstraints):
                 row.text = text[:cut]
                 row.finish_reason = "stop"
                 row.stop_reason = stop
+
+
+_FATAL_DEVICE_TEXT = ("CUDA error", "CUBLAS_STATUS", "CUDNN_STATUS", "device-side assert", "illegal memory access",
+                      "NCCL error", "HIP error", "out of memory")
+"""Texts of torch's ``RuntimeError`` after which a device's state cannot be trusted (a CUDA context hit
+by a device-side assert or an illegal access stays broken for the life of the process)."""
+
+
+def fatal_device_error(exc: BaseException) -> str | None:
+    """One line saying why ``exc`` (raised while sampling) leaves the backend unusable, or None.
+
+    Fatal: out of memory (``torch.OutOfMemoryError``, also CUDA's, and ``MemoryError``) and a
+    ``RuntimeError`` naming a device failure (:data:`_FATAL_DEVICE_TEXT`). A bad request's own
+    error (a ``ValueError``, a prompt too long) is not: it fails that decode alone.
+    """
+    import torch
+
+    oom = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", None)
+    if isinstance(exc, MemoryError) or (isinstance(oom, type) and isinstance(exc, oom)):
+        kind = "ran out of memory"
+    elif isinstance(exc, RuntimeError) and any(text in str(exc) for text in _FATAL_DEVICE_TEXT):
+        kind = "met a device error"
+    else:
+        return None
+    first = (str(exc).strip().splitlines() or [""])[0][:200]
+    return f"the transformers backend {kind} ({type(exc).__name__}: {first}); the model must be loaded again"
 
 
 def _abort_cancelled(rows: list[_Row], cancels: list[tuple[int, Any]]) -> int:

@@ -89,12 +89,13 @@ from typing import Any
 
 from mfs_core.backends import _hf
 from mfs_core.backends.base import warn_unconstrained_grammar, warn_unhonoured_choices
-from mfs_core.errors import ContextWindowError, MFSError
+from mfs_core.backends.vllm_processes import _child_processes, _stop_processes, engine_dead_reason
+from mfs_core.errors import BackendDeadError, ContextWindowError, MFSError
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest
 
 __all__ = ["CPU_BLOCK_SIZE", "CPU_KV_CACHE_GIB", "VLLM_SOURCE_VERSION", "VLLMBackend", "VLLMOutputError",
-           "cpu_has_bfloat16", "engine_kwargs"]
+           "cpu_has_bfloat16", "engine_dead_reason", "engine_kwargs"]
 
 logger = logging.getLogger(__name__)
 
@@ -167,42 +168,6 @@ def quiet_vllm(verbose: bool = False) -> None:
     """
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "INFO" if verbose else "WARNING")
-
-
-def _child_processes() -> list[Any]:
-    """This process's descendants as ``psutil.Process`` objects (empty without psutil, a vLLM dependency)."""
-    try:
-        import psutil
-    except ImportError:  # pragma: no cover - vLLM requires psutil
-        return []
-    return psutil.Process().children(recursive=True)
-
-
-def _stop_processes(processes: list[Any], timeout: float = 10.0) -> None:
-    """Stop the processes of ``processes`` that still run: SIGTERM, up to ``timeout`` s, then SIGKILL.
-
-    ``psutil`` checks a process's creation time before signalling it, so a PID reused by
-    another program is left alone. Processes already gone (or zombies) are skipped.
-    """
-    if not processes:
-        return
-    import psutil
-
-    alive = []
-    for proc in processes:
-        try:
-            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
-                proc.terminate()
-                alive.append(proc)
-        except psutil.Error:
-            continue
-    _, left = psutil.wait_procs(alive, timeout=timeout)
-    for proc in left:
-        try:
-            proc.kill()
-        except psutil.Error:
-            continue
-    psutil.wait_procs(left, timeout=timeout)
 
 
 def _on_cpu() -> bool:
@@ -322,6 +287,7 @@ class VLLMBackend:
         self._num_parameters = num_parameters
         self._lock = threading.Lock()
         self._closed = False
+        self._dead: str | None = None
         self._processes: list[Any] = []  # psutil.Process of the engine's processes (from_settings)
 
     @classmethod
@@ -363,6 +329,38 @@ class VLLMBackend:
         if shutdown is not None:
             shutdown()
         _stop_processes(self._processes)
+
+    @property
+    def dead_reason(self) -> str | None:
+        """Why this backend can no longer serve (closed, or vLLM's engine core died:
+        :func:`engine_dead_reason`), one line; None while it can. Read by the engine before each
+        submission and round, and by ``mfs serve``'s ``/health``."""
+        if self._closed:
+            return f"the vLLM backend of {self.model_name!r} is closed"
+        if self._dead is None:
+            self._dead = engine_dead_reason(self.llm)
+        return self._dead
+
+    def check_alive(self) -> None:
+        """Raise at once when the backend cannot serve.
+
+        Raises:
+            BackendDeadError: :attr:`dead_reason` is set (a ``RuntimeError``).
+        """
+        reason = self.dead_reason
+        if reason is not None:
+            raise BackendDeadError(reason, self.model_name)
+
+    def _raise_if_dead(self, exc: BaseException) -> None:
+        """Raise :class:`BackendDeadError` from ``exc`` (a failed vLLM call) when the engine died under it.
+
+        Raises:
+            BackendDeadError: the engine core is gone (its flag, or vLLM's ``EngineDeadError``).
+        """
+        if self.dead_reason is None and type(exc).__name__ == "EngineDeadError":
+            self._dead = f"vLLM's engine core died (EngineDeadError: {exc}); vLLM cannot restart it in this process"
+        if self.dead_reason is not None:
+            raise BackendDeadError(self.dead_reason, self.model_name) from exc
 
     def __enter__(self) -> VLLMBackend:
         return self
@@ -452,12 +450,10 @@ class VLLMBackend:
         """The token prompts (``{"prompt_token_ids": [...]}``) and ``SamplingParams`` of ``requests``, in order.
 
         Raises:
-            RuntimeError: the backend was closed.
+            BackendDeadError: the backend was closed or its engine core died (a ``RuntimeError``).
             ContextWindowError: a prompt has as many tokens as ``max_model_len`` or more.
         """
-        if self._closed:
-            msg = f"the vLLM backend of {self.model_name!r} is closed"
-            raise RuntimeError(msg)
+        self.check_alive()
         warn_unhonoured_choices(self, requests, logger)
         warn_unconstrained_grammar(self, requests, logger)
         window = self.context_window if requests else 0
@@ -485,7 +481,8 @@ class VLLMBackend:
             ContextWindowError: a prompt has as many tokens as ``max_model_len`` or more.
             VLLMOutputError: vLLM returned no ``cumulative_logprob``, an unfinished or aborted
                 output, or a different number of outputs than asked.
-            RuntimeError: the backend was closed.
+            BackendDeadError: the backend was closed, or its engine core died before or during
+                the call (a ``RuntimeError``; :attr:`dead_reason`).
             ImportError: a grammar request on a vLLM without ``StructuredOutputsParams`` (< 0.11).
         """
         prompts, params = self._prepare(requests)
@@ -494,7 +491,11 @@ class VLLMBackend:
         # Prompts that share a prefix go to vLLM next to each other (see _hf.prefix_order);
         # LLM.generate returns its outputs in the order of its prompts.
         order = _hf.prefix_order([prompt["prompt_token_ids"] for prompt in prompts])
-        sent = self.llm.generate([prompts[i] for i in order], [params[i] for i in order], use_tqdm=False)
+        try:
+            sent = self.llm.generate([prompts[i] for i in order], [params[i] for i in order], use_tqdm=False)
+        except Exception as exc:
+            self._raise_if_dead(exc)
+            raise
         if len(sent) != len(requests):
             msg = f"vLLM returned {len(sent)} request outputs for {len(requests)} prompts"
             raise VLLMOutputError(msg)

@@ -168,12 +168,11 @@ class AsyncVLLMBackend(VLLMBackend):
         """:meth:`agenerate` run on :attr:`loop` from another thread (the lockstep engine's call).
 
         Raises:
-            RuntimeError: called on :attr:`loop`'s own thread, or the backend was closed.
+            RuntimeError: called on :attr:`loop`'s own thread.
+            BackendDeadError: the backend was closed or its engine core died.
             As :meth:`agenerate`.
         """
-        if self._closed:
-            msg = f"the vLLM backend of {self.model_name!r} is closed"
-            raise RuntimeError(msg)
+        self.check_alive()
         return self._thread.run(self.agenerate(requests))
 
     async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[list[Continuation]]:
@@ -187,8 +186,8 @@ class AsyncVLLMBackend(VLLMBackend):
             One list of ``request.n`` continuations per request, in order.
 
         Raises:
-            ContextWindowError, VLLMOutputError, RuntimeError (closed), ImportError: as
-                :meth:`VLLMBackend.generate`.
+            ContextWindowError, VLLMOutputError, BackendDeadError (closed, or the engine core died
+                before or during the call), ImportError: as :meth:`VLLMBackend.generate`.
         """
         prompts, params = self._prepare(requests)
         if not requests:
@@ -197,9 +196,11 @@ class AsyncVLLMBackend(VLLMBackend):
         tasks = {i: asyncio.ensure_future(self._final(prompts[i], params[i])) for i in order}  # added in this order
         try:
             finals = await asyncio.gather(*(tasks[i] for i in range(len(requests))))
-        except BaseException:
+        except BaseException as exc:
             for task in tasks.values():
                 task.cancel()
+            if isinstance(exc, Exception):
+                self._raise_if_dead(exc)  # EngineDeadError: every request awaited fails at once
             raise
         return [
             _continuations(i, request, output, len(prompt["prompt_token_ids"]))

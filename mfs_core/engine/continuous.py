@@ -16,7 +16,7 @@ from typing import Any
 
 from mfs_core.backends import Backend
 from mfs_core.engine.scheduler import Job, Scheduler, check_outputs
-from mfs_core.errors import GenerateTimeoutError
+from mfs_core.errors import BackendDeadError, GenerateTimeoutError
 from mfs_core.types import Continuation, GenerationRequest
 
 __all__ = ["ContinuousScheduler"]
@@ -35,7 +35,8 @@ class ContinuousScheduler(Scheduler):
 
     Failure handling: a call that raises, returns malformed output (:func:`check_outputs`) or
     outlives the decode's ``generate_timeout`` fails that decode only (its calls are its
-    own, so there is nothing to retry apart); an abandoned decode's call in flight is
+    own, so there is nothing to retry apart; once the backend is dead, :attr:`dead_reason`, it fails
+    with :class:`~mfs_core.errors.BackendDeadError`); an abandoned decode's call in flight is
     cancelled at once (vLLM aborts its requests) and the decode fails with
     ``CancelledError``; :meth:`close` fails the decodes still running with ``RuntimeError``.
 
@@ -103,6 +104,11 @@ class ContinuousScheduler(Scheduler):
                 return
             live = self._advance(job, None)
             while live:
+                try:
+                    self.check_alive()  # died since: fail at once, no call to a dead engine
+                except BackendDeadError as dead:
+                    self._fail(job, dead)
+                    return
                 if job.future.abandoned:
                     self._fail(job, CancelledError(getattr(job.future, "abandon_reason", "abandoned")))
                     return
@@ -115,7 +121,7 @@ class ContinuousScheduler(Scheduler):
                     self._fail(job, CancelledError(getattr(job.future, "abandon_reason", "abandoned")))
                     return
                 except Exception as exc:
-                    self._fail(job, exc)
+                    self._fail(job, self.dead_error(exc) or exc)  # vLLM's engine died: BackendDeadError
                     return
                 finally:
                     job.call = None

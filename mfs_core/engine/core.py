@@ -90,6 +90,13 @@ class MFSEngine:
         registry.count_out(self._scheduler)
 
     @property
+    def dead_reason(self) -> str | None:
+        """Why this engine's backend can no longer serve (one line: vLLM's engine core died, a fatal device
+        error, the backend was closed), or None while it can. Once set, every call raises
+        :class:`~mfs_core.errors.BackendDeadError`; build a new engine with :meth:`from_settings`."""
+        return self._scheduler.dead_reason
+
+    @property
     def closed(self) -> bool:
         """True once :meth:`close` was called on this engine."""
         return self._closed
@@ -170,7 +177,10 @@ class MFSEngine:
                 of answer keys whose length is not P, an ``answer_key`` for a decoder that
                 takes none, or an action vote for φ
                 (:data:`~mfs_core.decoders.SELECTING_DECODERS`; the message names it).
+            BackendDeadError: the backend died (:attr:`dead_reason`); decodes in flight when it
+                died fail with it too.
         """
+        self._scheduler.check_alive()
         settings = settings or self.settings
         factory = get_decoder(method)
         if isinstance(prompts, str) or not isinstance(prompts, Sequence):

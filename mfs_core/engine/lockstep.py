@@ -44,8 +44,10 @@ class LockstepScheduler(Scheduler):
     Failure handling (each case has a test in ``tests/stress``): a round whose batched
     ``generate`` raises, returns malformed output (:func:`check_outputs`) or outlives the
     decodes' ``generate_timeout`` is retried one decode at a time, so only the decode that
-    causes it fails; an abandoned decode is dropped at the next round boundary, and its requests
-    in the round in flight carry its stop event (:attr:`~mfs_core.types.GenerationRequest.cancel`),
+    causes it fails, unless the backend is dead (:attr:`dead_reason`): then every live decode
+    fails with :class:`~mfs_core.errors.BackendDeadError` at once; an abandoned decode is dropped
+    at the next round boundary, and its requests in the round in flight carry its stop event
+    (:attr:`~mfs_core.types.GenerationRequest.cancel`),
     so the transformers backend ends their rows within one token step and the HTTP backend cuts
     off their POSTs (the server aborts them); if the
     worker thread itself dies, every decode it held fails with a ``RuntimeError`` and the
@@ -189,10 +191,23 @@ class LockstepScheduler(Scheduler):
         least = min(self._service[job.group] for job in self._live)
         return [job for job in self._live if self._service[job.group] <= least + self.fair_share_tokens]
 
+    def _fail_if_dead(self) -> bool:
+        """Fail every live decode with :class:`~mfs_core.errors.BackendDeadError` once the backend is dead
+        (no retry one by one: nothing would answer); True when it did."""
+        if self.dead_reason is None:
+            return False
+        for job in self._live:
+            try:
+                self.check_alive()
+            except Exception as exc:  # noqa: BLE001 - the BackendDeadError of this decode
+                self._fail(job, exc)
+        self._live = []
+        return True
+
     def _loop(self) -> None:
         while self._take_incoming():
             self._drop_abandoned()
-            if not self._live:
+            if not self._live or self._fail_if_dead():
                 continue
             live = self._served()
             # each request carries its decode's stop event: a backend that can, stops an abandoned decode mid-call
@@ -201,7 +216,10 @@ class LockstepScheduler(Scheduler):
             timeout = min(timeouts) if timeouts else None
             try:
                 outputs = self._generate(batch, timeout)
-            except Exception:
+            except Exception as exc:
+                if self.dead_error(exc) is not None:  # the backend died: every decode fails, none is retried
+                    self._fail_if_dead()
+                    continue
                 logger.debug("batched generate failed; retrying each decode alone", exc_info=True)
                 outputs = None
             still_live = []
@@ -217,7 +235,7 @@ class LockstepScheduler(Scheduler):
                     try:
                         share = self._generate(job.pending, job.timeout)
                     except Exception as exc:
-                        self._fail(job, exc)
+                        self._fail(job, self.dead_error(exc) or exc)
                         continue
                 if self.fair_share_tokens:
                     self._service[job.group] += sum(c.num_tokens for continuations in share for c in continuations)

@@ -4,7 +4,10 @@ Engines built from settings with the same backend fields (:meth:`MFSSettings.bac
 ``scheduling`` among them) share one scheduler, and so one loaded model. Each open
 :class:`~mfs_core.engine.MFSEngine` counts itself in (:func:`count_in`) and out
 (:func:`count_out`); the scheduler and its backend close with the last engine out, and the next
-:func:`shared_scheduler` for those settings loads the model again. Backends still open at
+:func:`shared_scheduler` for those settings loads the model again. A dead backend (vLLM's engine core
+exited, a fatal device error: ``Scheduler.dead_reason``) is dropped at the next
+:func:`shared_scheduler` for its settings, which loads a fresh one; the engines that still hold the
+dead one raise :class:`~mfs_core.errors.BackendDeadError` and close it with the last of them. Backends still open at
 interpreter exit are closed by :func:`close_shared_at_exit`.
 """
 
@@ -41,7 +44,8 @@ def make_scheduler(backend: Backend, scheduling: str) -> Scheduler:
 
 
 def shared_scheduler(settings: MFSSettings) -> Scheduler:
-    """The shared scheduler of ``settings``' backend; loads the backend (``create_backend``) when none is open.
+    """The shared scheduler of ``settings``' backend; loads the backend (``create_backend``) when none is open
+    or the open one is dead (``Scheduler.dead_reason``).
 
     Call it holding :data:`LOCK` until the new engine has counted itself in (:func:`count_in`),
     so that a close elsewhere cannot end the scheduler in between.
@@ -53,6 +57,12 @@ def shared_scheduler(settings: MFSSettings) -> Scheduler:
     key = settings.backend_key()
     with LOCK:
         scheduler = SCHEDULERS.get(key)
+        if scheduler is not None and scheduler.dead_reason is not None:
+            # its engines still hold it (and close it with the last of them); new ones get a fresh backend
+            logger.warning("the shared backend of %r is dead (%s); loading a fresh one", settings.model,
+                           scheduler.dead_reason)
+            del SCHEDULERS[key]
+            scheduler = None
         if scheduler is None:
             scheduler = make_scheduler(create_backend(settings), settings.scheduling)
             SCHEDULERS[key] = scheduler

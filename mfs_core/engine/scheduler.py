@@ -22,11 +22,11 @@ from dataclasses import dataclass, field, replace
 from mfs_core.backends import Backend
 from mfs_core.decoders import Decoder
 from mfs_core.decoders.common import step_sink
-from mfs_core.errors import BackendOutputError
+from mfs_core.errors import BackendDeadError, BackendOutputError
 from mfs_core.events import EventCallback, StepEvent, StopEvent, committed_prefix
 from mfs_core.types import Continuation, DecodeResult, GenerationRequest, StepTrace
 
-__all__ = ["DecodeFuture", "EngineStats", "Scheduler", "check_outputs", "share_group"]
+__all__ = ["DecodeFuture", "EngineStats", "Scheduler", "backend_dead_reason", "check_outputs", "share_group"]
 
 logger = logging.getLogger(__name__)
 
@@ -193,6 +193,16 @@ def check_outputs(requests: Sequence[GenerationRequest], outputs: object) -> lis
     return outputs
 
 
+def backend_dead_reason(backend: object) -> str | None:
+    """Why ``backend`` can no longer serve, for good (its ``dead_reason``: one line), or None.
+
+    A backend may expose ``dead_reason`` (vLLM: its engine core died or it was closed; transformers:
+    a fatal device error); one without it is taken as alive.
+    """
+    reason = getattr(backend, "dead_reason", None)
+    return reason if isinstance(reason, str) and reason else None
+
+
 class Scheduler:
     """What both schedulers share: the backend, the counters, the decodes submitted and not yet
     taken up, the count of open engines, and how a decoder is advanced, finished or failed.
@@ -208,6 +218,40 @@ class Scheduler:
         self._cond = threading.Condition()
         self.engines = 0
         """Open engines on this scheduler, counted in and out by :mod:`mfs_core.engine.registry` under its lock."""
+        self._dead: str | None = None
+
+    @property
+    def dead_reason(self) -> str | None:
+        """Why this scheduler's backend can no longer serve (one line), or None while it can.
+
+        Set once a backend call failed with the backend dead (:meth:`dead_error`), or read from the
+        backend's own ``dead_reason`` (:func:`backend_dead_reason`); it never goes back to None.
+        """
+        return self._dead or backend_dead_reason(self.backend)
+
+    def check_alive(self) -> None:
+        """Raise at once when the backend is dead.
+
+        Raises:
+            BackendDeadError: :attr:`dead_reason` is set (the message says how to get a new backend).
+        """
+        reason = self.dead_reason
+        if reason is not None:
+            raise BackendDeadError(reason, getattr(self.backend, "model_name", None))
+
+    def dead_error(self, exc: BaseException) -> BackendDeadError | None:
+        """The :class:`BackendDeadError` that the failed backend call's ``exc`` stands for, or None while the
+        backend is alive (``exc`` is then the decode's own failure). Records the death for :attr:`dead_reason`."""
+        if isinstance(exc, BackendDeadError):
+            self._dead = self._dead or exc.reason
+            return exc
+        reason = self.dead_reason
+        if reason is None:
+            return None
+        self._dead = reason
+        error = BackendDeadError(reason, getattr(self.backend, "model_name", None))
+        error.__cause__ = exc
+        return error
 
     @property
     def queued(self) -> int:

@@ -5,7 +5,9 @@ prometheus-client). :func:`create_app` builds the ASGI app around an engine; :fu
 loads the engine from settings and serves it until SIGTERM / SIGINT (graceful: the first signal
 drains, :meth:`~mfs_core.serve.app.MFSServer.drain`: new requests get 503 while open ones get
 ``shutdown_timeout`` seconds, the rest an error body; then the listener and the backend close;
-a second signal exits at once). See docs/serve.md.
+a second signal exits at once). Once the backend cannot serve (vLLM's engine core died, a fatal
+device error, every HTTP replica down), it drains the same way and exits with a non-zero status, or
+reloads the backend in-process (``on_backend_death``, :mod:`mfs_core.serve.health`). See docs/serve.md.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ def run(settings: MFSSettings, config: ServerSettings | None = None, *, log_leve
     Raises:
         ImportError: the ``serve`` extra is not installed.
         OSError / ValueError: the model cannot be loaded, the port cannot be bound.
+        BackendDeadError: the server stopped because its backend could not serve any more (after draining;
+            ``on_backend_death``); ``mfs serve`` then exits with status 2, for a supervisor to restart it.
     """
     import uvicorn
 
@@ -69,7 +73,14 @@ def run(settings: MFSSettings, config: ServerSettings | None = None, *, log_leve
         app, host=config.host, port=config.port, log_level=log_level, lifespan="on",
         timeout_graceful_shutdown=_CLOSE_SECONDS,  # the drain has ended every response; this only closes them
     ), app.state.mfs)
+    watch = app.state.mfs.watch
+    watch.on_exit = lambda: setattr(server, "should_exit", True)
     server.run()
+    if watch.exit_reason is not None:
+        from mfs_core.errors import BackendDeadError
+
+        logger.error("exiting: the backend could not serve (%s)", watch.exit_reason)
+        raise BackendDeadError(watch.exit_reason, settings.model)
 
 
 _CLOSE_SECONDS = 5

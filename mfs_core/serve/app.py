@@ -17,7 +17,9 @@ disconnects abandons its decodes: the engine drops them at its next round bounda
 at once, their requests aborted in vLLM).
 
 Routes: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models`` (these
-need the server key when one is set), ``GET /health``, ``GET /metrics`` (Prometheus).
+need the server key when one is set), ``GET /health`` (liveness), ``GET /ready`` (readiness), ``GET
+/metrics`` (Prometheus). Once the backend cannot serve, :mod:`mfs_core.serve.health` answers the probes
+and new requests with 503 and exits or reloads (``on_backend_death``).
 """
 
 from __future__ import annotations
@@ -49,10 +51,12 @@ from mfs_core.adapters import abandon, await_results, settings_from_fields
 from mfs_core.decoders import decoder_spec
 from mfs_core.engine import MFSEngine, share_group
 from mfs_core.engine.lockstep import LockstepScheduler
-from mfs_core.errors import DecodeTimeoutError
+from mfs_core.errors import BackendDeadError, DecodeTimeoutError
 from mfs_core.events import DecodeEvent
 from mfs_core.grammar import converter_reason  # one line, no C++ source position
+from mfs_core.serve.bodies import MAX_JSON_DEPTH, json_depth, read_body  # noqa: F401 - MAX_JSON_DEPTH, json_depth: their old home
 from mfs_core.serve.config import ServerSettings
+from mfs_core.serve.health import BackendWatch
 from mfs_core.serve.limits import Admission, RequestLimits, check_request, request_work
 from mfs_core.serve.metrics import ServerMetrics
 from mfs_core.serve.responses import choice_metadata, finish_reason, openai_tool_calls, usage
@@ -78,51 +82,6 @@ class _Prepared:
     calls: list[PreparedCall]
     prompt_tokens: int
     reasoning: list[ReasoningText] = dataclasses.field(default_factory=list)
-
-
-MAX_JSON_DEPTH = 32
-"""Most levels of nested JSON arrays and objects a request body may have (a chat request needs about 8)."""
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object's dict, refusing a key given twice (``json.loads``' ``object_pairs_hook``).
-
-    Raises:
-        RequestError: 400 naming the key.
-    """
-    body: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in body:
-            raise RequestError(400, f"the request body gives the key {key!r} twice in one object", param=key)
-        body[key] = value
-    return body
-
-
-def _no_constant(name: str) -> float:
-    """Refuse ``NaN``, ``Infinity`` and ``-Infinity`` (not JSON, though Python's parser reads them)."""
-    raise RequestError(400, f"the request body holds {name}, which is not a JSON number")
-
-
-def _finite(text: str) -> float:
-    """A JSON number with a fraction or exponent, refused when it overflows a float (``1e400``)."""
-    value = float(text)
-    if not math.isfinite(value):
-        raise RequestError(400, f"the number {text[:40]} in the request body is out of range")
-    return value
-
-
-def json_depth(value: Any) -> int:
-    """Levels of nested arrays and objects in a parsed JSON value (a scalar: 0), without recursion."""
-    depth, level = 0, [value]
-    while level:
-        containers = [v for v in level if isinstance(v, (dict, list))]
-        if not containers:
-            break
-        depth += 1
-        if depth > MAX_JSON_DEPTH:
-            return depth
-        level = [child for c in containers for child in (c.values() if isinstance(c, dict) else c)]
-    return depth
 
 
 _SETTLE_SECONDS = 5.0
@@ -171,6 +130,8 @@ class MFSServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         key = self.config.api_key
         self._expected = key.get_secret_value().encode() if key is not None else None
+        self.watch = BackendWatch(self)
+        """Watches the backend; answers the probes and refuses requests once it cannot serve."""
 
     @property
     def in_flight(self) -> int:
@@ -186,6 +147,7 @@ class MFSServer:
             Route("/v1/responses", self.responses, methods=["POST"]),
             Route("/v1/models", self.models, methods=["GET"]),
             Route("/health", self.health, methods=["GET"]),
+            Route("/ready", self.ready, methods=["GET"]),
             Route("/metrics", self.metrics_page, methods=["GET"]),
         ]
         return Starlette(routes=routes, lifespan=self._lifespan,
@@ -195,7 +157,7 @@ class MFSServer:
         """Starlette's own refusals (an unknown route: 404, a wrong method: 405) in OpenAI's error shape."""
         if exc.status_code == 404:
             message = (f"no route {request.url.path!r} here; mfs serve answers POST /v1/chat/completions, "
-                       "POST /v1/completions, POST /v1/responses, GET /v1/models, GET /health and GET /metrics")
+                       "POST /v1/completions, POST /v1/responses, GET /v1/models, GET /health, GET /ready and GET /metrics")
             error = RequestError(404, message, kind="not_found_error")
         else:
             error = RequestError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}",
@@ -212,8 +174,30 @@ class MFSServer:
         self._loop = asyncio.get_running_loop()
         logger.info("serving %r (queue_size=%d, key %s)", self.served, self.config.queue_size,
                     "required" if self._expected is not None else "not set")
+        self.watch.start()
         yield
+        await self.watch.stop()
         await self.shutdown()
+
+    def use_engine(self, engine: MFSEngine) -> None:
+        """Serve with ``engine`` from now on (a reloaded backend, :mod:`mfs_core.serve.health`)."""
+        self.engine = engine
+        self.stopping = False  # the decodes abandoned for the dead backend have ended
+        if isinstance(engine.scheduler, LockstepScheduler):
+            engine.scheduler.fair_share_tokens = self.config.fair_share_tokens
+
+    async def abandon_in_flight(self, reason: str, *, settle: float = 5.0) -> None:
+        """Abandon every decode still running; their clients get 503 error bodies (streamed: an error event, then
+        ``[DONE]``) within about one round, awaited for at most ``settle`` seconds."""
+        left = [future for future in self._futures if not future.done()]
+        if not left:
+            return
+        self.stopping = True
+        abandon(left, reason)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + settle
+        while self.in_flight and loop.time() < deadline:
+            await asyncio.sleep(0.05)
 
     async def drain(self) -> None:
         """Stop admitting, let the decodes in flight finish within ``shutdown_timeout``, then stop the rest.
@@ -235,11 +219,7 @@ class MFSServer:
         if left:
             logger.warning("shutting down: abandoning %d decode(s) still running after %s s", len(left),
                            self.config.shutdown_timeout)
-            self.stopping = True
-            abandon(left, "the server is shutting down")
-            settle = loop.time() + _SETTLE_SECONDS  # their clients get their error bodies
-            while self.in_flight and loop.time() < settle:
-                await asyncio.sleep(0.05)
+            await self.abandon_in_flight("the server is shutting down", settle=_SETTLE_SECONDS)
         self._drained = True
 
     async def shutdown(self) -> None:
@@ -274,11 +254,22 @@ class MFSServer:
         return JSONResponse({"object": "list", "data": [card]})
 
     async def health(self, request: Request) -> Response:
-        """``GET /health``: 200 with the decodes in flight, 503 while shutting down."""
-        body = {"status": "shutting_down" if self.closing else "ok", "model": self.served,
-                "decodes_in_flight": self.in_flight, "queue_size": self.config.queue_size,
-                "work_in_flight": self.admission.work, "work_budget": self.admission.work_budget}
-        return JSONResponse(body, status_code=503 if self.closing else 200)
+        """``GET /health`` (liveness): 200 with the decodes in flight while serving or reloading; 503 with a
+        one-line ``reason`` once the backend cannot serve and the server waits to exit, and while shutting down."""
+        status, state = self.watch.liveness()
+        if self.closing and status == 200:
+            status, state = 503, {"status": "shutting_down"}
+        body = {**state, "model": self.served, "decodes_in_flight": self.in_flight, "queue_size": self.config.queue_size,
+                "work_in_flight": self.admission.work, "work_budget": self.admission.work_budget,
+                "reloads": self.watch.reloads}
+        return JSONResponse(body, status_code=status)
+
+    async def ready(self, request: Request) -> Response:
+        """``GET /ready`` (readiness): 200 while requests are served; 503 with ``Retry-After`` while the backend is
+        reloading or dead and while draining."""
+        status, body = self.watch.readiness()
+        return JSONResponse({**body, "model": self.served}, status_code=status,
+                            headers={"Retry-After": "5"} if status != 200 else None)
 
     async def metrics_page(self, request: Request) -> Response:
         """``GET /metrics``: the Prometheus text format."""
@@ -288,6 +279,9 @@ class MFSServer:
     async def _serve(self, request: Request, endpoint: str, parse: Callable[..., ServeCall]) -> Response:
         self._loop = asyncio.get_running_loop()
         try:
+            refusal = self.watch.refusal()
+            if refusal is not None:
+                raise refusal
             if self.closing:
                 raise RequestError(503, "the server is shutting down; retry on another replica",
                                    kind="service_unavailable", headers={"Retry-After": "1"})
@@ -332,6 +326,9 @@ class MFSServer:
         except Exception as exc:  # a backend failure: this request fails, the others go on
             if self.stopping and isinstance(exc, CancelledError):  # stopped by the shutdown past shutdown_timeout
                 return self._error(self._shut_down(), endpoint)
+            dead = self.watch.failed_decode(exc)
+            if dead is not None:  # the backend died under it: 503, and the watch reacts
+                return self._error(dead, endpoint)
             logger.warning("a decode failed: %s: %s", type(exc).__name__, exc)
             return self._error(RequestError(500, f"the decode failed: {type(exc).__name__}: {converter_reason(exc)}",
                                             kind="server_error"), endpoint)
@@ -357,32 +354,12 @@ class MFSServer:
                                "(mfs serve --server-api-key / MFS_SERVER_API_KEY)", kind="authentication_error")
 
     async def _body(self, request: Request) -> Any:
-        """The JSON body, at most ``max_body_bytes``.
+        """The JSON body, at most ``max_body_bytes`` (:func:`~mfs_core.serve.bodies.read_body`).
 
         Raises:
             RequestError: 413 for a larger body, 400 for a body that is not JSON.
         """
-        limit = self.config.max_body_bytes
-        length = request.headers.get("content-length", "")
-        too_large = f"the request body is larger than this server's limit of {limit} bytes (max_body_bytes)"
-        if length.isdigit() and int(length) > limit:
-            raise RequestError(413, too_large)
-        size, chunks = 0, []
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise RequestError(413, too_large)
-            chunks.append(chunk)
-        raw = b"".join(chunks)
-        try:
-            body = json.loads(raw, object_pairs_hook=_unique_keys, parse_constant=_no_constant, parse_float=_finite)
-        except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, or an integer of over 4300 digits
-            raise RequestError(400, f"the request body is not valid JSON: {str(exc)[:200]}") from None
-        except RecursionError:
-            body = None  # deeper than Python's parser goes: refused below
-        if body is None and raw.strip() != b"null" or json_depth(body) > MAX_JSON_DEPTH:
-            raise RequestError(400, f"the request body nests JSON deeper than {MAX_JSON_DEPTH} levels")
-        return body
+        return await read_body(request, self.config.max_body_bytes)
 
     def _stream_failure(self, exc: Exception) -> RequestError:
         """The error a stream ends with: past ``request_timeout`` (504), stopped by the shutdown (503), a
@@ -392,6 +369,9 @@ class MFSServer:
             return self._timed_out()
         if self.stopping and isinstance(exc, CancelledError):  # stopped by the shutdown past shutdown_timeout
             return self._shut_down()
+        dead = self.watch.failed_decode(exc)
+        if dead is not None:  # the backend died under it
+            return dead
         logger.warning("a streamed decode failed: %s: %s", type(exc).__name__, exc)
         status = 400 if isinstance(exc, (ValueError, TypeError)) else 500
         return RequestError(status, f"the decode failed: {type(exc).__name__}: {converter_reason(exc)}",
@@ -463,6 +443,9 @@ class MFSServer:
         except (ValueError, TypeError) as exc:
             abandon(futures, "the request failed before all its decodes started")
             raise RequestError(400, str(exc)) from None
+        except BackendDeadError as exc:  # died since the request was admitted
+            abandon(futures, "the backend died")
+            raise self.watch.failed_decode(exc) from None
         stream.attach(futures)
         left = [len(futures)]
         for future in futures:
@@ -478,6 +461,9 @@ class MFSServer:
             error = future.exception()
             outcome = "ok" if error is None else "abandoned" if isinstance(error, CancelledError) else "failed"
             seconds = future.result().wall_seconds if error is None else None
+            if outcome == "failed":
+                self.metrics.backend_errors.labels(type(error).__name__).inc()
+                self.watch.poke()  # a backend that died: the watch reacts now, not at its next look
         self.metrics.decodes.labels(outcome).inc()
         if seconds is not None:
             self.metrics.decode_seconds.observe(seconds)

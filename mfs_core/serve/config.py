@@ -6,6 +6,8 @@ They are not :class:`~mfs_core.settings.MFSSettings` fields: the search's settin
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -89,4 +91,25 @@ class ServerSettings(BaseSettings):
         default=30.0, ge=0.0, le=3600.0,
         description="Seconds a graceful shutdown (SIGTERM, SIGINT) lets in-flight decodes finish before it "
         "abandons them and closes the backend.",
+    )
+    on_backend_death: Literal["exit", "reload"] = Field(
+        default="exit",
+        description="What the server does once its backend cannot serve (vLLM's engine core died, a fatal device "
+        "error, every HTTP replica down past its retry budget): 'exit' drains (in-flight requests get their error, new "
+        "ones 503 with Retry-After) and exits with a non-zero status within shutdown_timeout, for a supervisor "
+        "(systemd, Docker, Kubernetes) to restart it, as vLLM's server does; 'reload' loads the backend again "
+        "in-process, at most reload_attempts times with doubling delays, and exits as 'exit' if all fail.",
+    )
+    reload_attempts: int = Field(
+        default=3, ge=1, le=100, description="Most in-process reloads of a dead backend in a row (on_backend_death="
+        "'reload'); a reload that serves again resets the count.",
+    )
+    reload_backoff: float = Field(
+        default=2.0, ge=0.0, le=600.0,
+        description="Seconds before the first reload attempt; each further attempt waits twice as long (at most 60 s).",
+    )
+    health_interval: float = Field(
+        default=1.0, gt=0.0, le=60.0,
+        description="Seconds between two looks at the backend's state (vLLM's server looks every 5 s); a failed decode, "
+        "/health and /ready also look at once.",
     )

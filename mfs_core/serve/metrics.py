@@ -18,6 +18,14 @@ class ServerMetrics:
         decodes: ``mfs_decodes_total{outcome}`` (``ok``, ``failed``, ``abandoned``).
         prompt_tokens / completion_tokens / reasoning_tokens: ``mfs_*_tokens_total``, as in ``usage``.
         decode_seconds: ``mfs_decode_seconds``, wall seconds per decode (histogram).
+        backend_errors: ``mfs_backend_errors_total{error}``, decodes that failed, by the exception's class
+            (``BackendDeadError``, ``ServerUnreachableError``, ...).
+        backend_failures: ``mfs_backend_failures_total{kind}``, times the backend stopped serving:
+            ``dead`` (vLLM's engine core died, a fatal device error, closed) or ``unavailable`` (every
+            HTTP replica down past its retry budget).
+        backend_up: ``mfs_backend_up``, 1 while the backend serves, 0 while it is dead or reloading.
+        backend_reloads: ``mfs_backend_reloads_total{outcome}``, in-process reload attempts (``ok``,
+            ``failed``; ``on_backend_death="reload"``).
     """
 
     def __init__(self) -> None:
@@ -34,3 +42,10 @@ class ServerMetrics:
             "mfs_decode_seconds", "Wall seconds per decode.", registry=r,
             buckets=(0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128, 256, 600),
         )
+        self.backend_errors = Counter("mfs_backend_errors", "Decodes failed, by exception class.", ["error"], registry=r)
+        self.backend_failures = Counter("mfs_backend_failures", "Times the backend stopped serving, by kind.", ["kind"],
+                                        registry=r)
+        self.backend_up = Gauge("mfs_backend_up", "1 while the backend serves, 0 while dead or reloading.", registry=r)
+        self.backend_up.set(1)
+        self.backend_reloads = Counter("mfs_backend_reloads", "In-process reload attempts, by outcome.", ["outcome"],
+                                       registry=r)
