@@ -1,4 +1,5 @@
-"""The tables of issue 35 from a finished run's records: no decoding, only reading.
+"""Ad-hoc tables from finished bench runs' records: no decoding, only reading (the results page is
+:mod:`experiments.results`).
 
 Reads ``records.jsonl`` and ``config.json`` of an ``mfs bench`` / ``experiments/benchmarks/mfs_rules.py``
 output directory and prints, in Markdown:
@@ -20,11 +21,9 @@ curve (pooled folders: only with ``--plot``). Several output directories of the 
 questions 200-299 and 300-399 run apart) are pooled: their records are read as one run, each method
 over every question it ran, and pairs are formed on the questions both methods ran. Usage::
 
-    python experiments/benchmarks/issue35_report.py bench-results/issue35-fresh2 --title "demo-fresh2, held out"
-    python experiments/benchmarks/issue35_report.py experiments/records/issue43-qwen experiments/records/issue43-qwen-300
-    python experiments/benchmarks/issue35_report.py experiments/records/issue43-qwen experiments/records/issue43-qwen-300 \
-        --methods cot,sc,mfs,esc,deepconf,sc-t0.5,mfs-m2 --plot docs/qwen_gsm8k_issue43_200-399.png
-    python experiments/benchmarks/issue35_report.py experiments/records/issue43-qwen --questions-of phi --versus phi
+    R=experiments/records/qwen2.5-coder-0.5b
+    python -m experiments.benchmarks.report $R/gsm8k-test-200-299 $R/gsm8k-test-300-399 --methods cot,sc,mfs,esc
+    python -m experiments.benchmarks.report $R/gsm8k-test-200-299 --questions-of phi --versus phi
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-QUESTIONS = Path(__file__).resolve().parents[1] / "mfs_core" / "demo" / "heldout.json"
+QUESTIONS = Path(__file__).resolve().parents[2] / "mfs_core" / "demo" / "heldout.json"
 DESIGNS = ("lockstep", "continuous")
 SERVER_ENV = {"MFS_SERVER_QUEUE_SIZE": "256", "MFS_KV_CACHE_GIB": "2"}
 """The servers' environment: a queue that never refuses these loads, 2 GiB of vLLM KV cache."""

@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from mfs_core import MFSEngine, MFSSettings  # noqa: E402
 from mfs_core.backends.transformers import PrefillStats, TransformersBackend  # noqa: E402
@@ -71,7 +71,7 @@ from mfs_core.bench.fewshot import GSM_COT_8_SHOT  # noqa: E402
 from mfs_core.decoders import get_decoder  # noqa: E402
 from mfs_core.types import GenerationRequest  # noqa: E402
 
-HELDOUT = Path(__file__).resolve().parent.parent / "mfs_core" / "demo" / "heldout.json"
+HELDOUT = Path(__file__).resolve().parents[2] / "mfs_core" / "demo" / "heldout.json"
 CLOCKS = {"cpu": [time.process_time, time.thread_time], "wall": [time.perf_counter, time.perf_counter]}
 CLOCK = list(CLOCKS["cpu"])  # (whole run, inside one generate call); --clock sets it
 

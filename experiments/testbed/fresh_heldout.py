@@ -35,7 +35,7 @@ from experiments.testbed.train_v2 import HELDOUT_SEED, HELDOUT_SIZE
 FRESH_SEED = 20261126
 FRESH2_SEED = 20261127
 FRESH_SIZE = 500
-SHIPPED_HELDOUT = Path(__file__).resolve().parent.parent / "mfs_core" / "demo" / "heldout.json"
+SHIPPED_HELDOUT = Path(__file__).resolve().parents[2] / "mfs_core" / "demo" / "heldout.json"
 
 
 def earlier_heldout_questions(written: Path | None = None) -> frozenset[str]:

@@ -1,22 +1,13 @@
-"""experiments/benchmarks/issue35_report.py: the issue-35 tables read from hand-made records."""
+"""experiments/benchmarks/report.py: the ad-hoc report of bench records, read from hand-made records."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-from tests.unit.test_bench_curve import RECORDS, method_record, sc_record
-
-
-def _report_module():
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "issue35_report.py"
-    spec = importlib.util.spec_from_file_location("issue35_report", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from experiments.benchmarks import report
+from tests.bench_records import RECORDS, method_record, sc_record
 
 
 def _run(tmp_path, records):
@@ -34,7 +25,7 @@ def _folders(tmp_path, *names):
 
 
 def test_each_search_is_paired_with_every_sc_curve_at_its_tokens(tmp_path):
-    module = _report_module()
+    module = report
     # a cooler SC run: right on q0 and q1 at every k, q2 from k = 4; phi: 1000 tokens/q on q0, q1
     cool = [{**sc_record(i, preds, target), "method": "sc-rollout-temperature", "decoder": "sc-rollout-temperature"}
             for i, (preds, target) in enumerate([(["7"] * 4, 7.0), (["6", "6", "5", "6"], 6.0),
@@ -54,7 +45,7 @@ def test_each_search_is_paired_with_every_sc_curve_at_its_tokens(tmp_path):
 
 
 def test_the_flops_ratio_is_over_the_questions_phi_ran(tmp_path):
-    module = _report_module()
+    module = report
     # phi on q1 only, 1,000 tokens; mfs spent 150, 250, 200 tokens on q0-q2: on q1 a quarter of phi's FLOPs,
     # where its mean over all three questions (200) would say 0.20
     records, kind = module.load_run(_run(tmp_path, RECORDS + [method_record("phi", 1, True, 1000.0)]))
@@ -64,7 +55,7 @@ def test_the_flops_ratio_is_over_the_questions_phi_ran(tmp_path):
 
 
 def test_runs_at_two_offsets_pool_into_one_report(tmp_path):
-    module = _report_module()
+    module = report
     first, second = _folders(tmp_path, "200", "300")
     # questions 0-2 in one folder; questions 3, 4 in the other: mfs right on 3, cot right on 3 and 4
     _run(first, RECORDS + [method_record("cot", i, i == 0, 100.0) for i in range(3)])
@@ -85,7 +76,7 @@ def test_runs_at_two_offsets_pool_into_one_report(tmp_path):
 
 
 def test_methods_keeps_only_the_named_ones_and_refuses_an_unknown_label(tmp_path, capsys):
-    module = _report_module()
+    module = report
     folder = _run(tmp_path, RECORDS + [method_record("cot", i, i == 0, 100.0) for i in range(3)])
     module.main([str(folder), "--methods", "mfs,cot", "--plot", str(tmp_path / "kept.png")])
     text = capsys.readouterr().out
@@ -102,7 +93,7 @@ def test_methods_keeps_only_the_named_ones_and_refuses_an_unknown_label(tmp_path
 
 
 def test_pooling_refuses_different_kinds_and_a_question_answered_twice(tmp_path):
-    module = _report_module()
+    module = report
     first, second = _folders(tmp_path, "a", "b")
     _run(first, RECORDS)
     _run(second, [method_record("mfs", 2, True, 100.0)])
@@ -117,7 +108,7 @@ def test_pooling_refuses_different_kinds_and_a_question_answered_twice(tmp_path)
 
 
 def test_questions_of_keeps_the_questions_one_method_ran_and_versus_pairs_it(tmp_path, capsys):
-    module = _report_module()
+    module = report
     # phi on q0 (wrong) and q1 (right) only, 1,000 tokens each; mfs right on q0 and q1, wrong on q2
     folder = _run(tmp_path, RECORDS + [method_record("phi", 0, False, 1000.0), method_record("phi", 1, True, 1000.0)])
     module.main([str(folder), "--questions-of", "phi", "--versus", "phi"])

@@ -4,32 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.bench_records import RECORDS, sc_record
 from mfs_core.bench.curve import curve_records, curve_table, format_curve, matched_k, plot_curve, sc_ks, write_curve
-
-
-def sc_record(index, predictions, target, tokens=400.0, qualities=None):
-    return {
-        "method": "sc", "decoder": "sc", "index": index, "id": f"q{index}", "target": target, "error": None,
-        "correct": False, "output_tokens": tokens, "prompt_tokens": 10, "flops": 6 * tokens * 1000,
-        "elapsed_seconds": 1.0, "generate_seconds": 1.0, "sc_k": len(predictions),
-        "sample_predictions": predictions, "sample_qualities": qualities or [-0.1] * len(predictions),
-    }
-
-
-def method_record(method, index, correct, tokens):
-    return {"method": method, "decoder": "mfs", "index": index, "id": f"q{index}", "error": None, "correct": correct,
-            "output_tokens": tokens, "prompt_tokens": 10, "flops": 6 * tokens * 1000, "elapsed_seconds": 1.0,
-            "generate_seconds": 1.0, "steps": 2, "stop_reason": "converged"}
-
-
-# Four samples per question (100 output tokens each). q0: right from k = 1; q1: the first sample
-# is wrong, the majority of 4 is right; q2: two right and two wrong, the tie goes to the higher F.
-RECORDS = [
-    sc_record(0, ["7", "7", "8", "7"], 7.0),
-    sc_record(1, ["5", "6", "6", "6"], 6.0),
-    sc_record(2, ["3", "4", "3", "4"], 4.0, qualities=[-0.5, -0.1, -0.5, -0.1]),
-    method_record("mfs", 0, True, 150.0), method_record("mfs", 1, True, 250.0), method_record("mfs", 2, False, 200.0),
-]
 
 
 def test_sc_at_every_k_is_the_vote_of_the_first_k_samples():
