@@ -30,7 +30,7 @@ from concurrent.futures import TimeoutError as FuturesTimeoutError
 
 from mfs_core.backends import Backend
 from mfs_core.engine.scheduler import Job, Scheduler, check_outputs
-from mfs_core.errors import GenerateTimeoutError
+from mfs_core.errors import BackendDeadError, GenerateTimeoutError
 from mfs_core.types import Continuation, GenerationRequest
 
 __all__ = ["LockstepScheduler"]
@@ -191,16 +191,15 @@ class LockstepScheduler(Scheduler):
         least = min(self._service[job.group] for job in self._live)
         return [job for job in self._live if self._service[job.group] <= least + self.fair_share_tokens]
 
-    def _fail_if_dead(self) -> bool:
-        """Fail every live decode with :class:`~mfs_core.errors.BackendDeadError` once the backend is dead
-        (no retry one by one: nothing would answer); True when it did."""
+    def _fail_if_dead(self, cause: BaseException | None = None) -> bool:
+        """Fail every live decode with :class:`~mfs_core.errors.BackendDeadError` (from ``cause``, the failed
+        call) once the backend is dead (no retry one by one: nothing would answer); True when it did."""
         if self.dead_reason is None:
             return False
         for job in self._live:
-            try:
-                self.check_alive()
-            except Exception as exc:  # noqa: BLE001 - the BackendDeadError of this decode
-                self._fail(job, exc)
+            error = BackendDeadError(self.dead_reason, getattr(self.backend, "model_name", None))
+            error.__cause__ = cause
+            self._fail(job, error)
         self._live = []
         return True
 
@@ -218,7 +217,7 @@ class LockstepScheduler(Scheduler):
                 outputs = self._generate(batch, timeout)
             except Exception as exc:
                 if self.dead_error(exc) is not None:  # the backend died: every decode fails, none is retried
-                    self._fail_if_dead()
+                    self._fail_if_dead(exc)
                     continue
                 logger.debug("batched generate failed; retrying each decode alone", exc_info=True)
                 outputs = None
