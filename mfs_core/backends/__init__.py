@@ -9,12 +9,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mfs_core.backends.base import Backend
-from mfs_core.errors import ContextWindowError
 
 if TYPE_CHECKING:
     from mfs_core.settings import MFSSettings
 
-__all__ = ["Backend", "ContextWindowError", "create_backend"]
+__all__ = ["Backend", "create_backend"]
 
 
 def create_backend(settings: MFSSettings) -> Backend:

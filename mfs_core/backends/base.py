@@ -9,13 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from mfs_core.errors import BackendOutputError, ContextWindowError, GenerateTimeoutError  # re-exported: their old home
 from mfs_core.types import Continuation, GenerationRequest
 
-__all__ = [
-    "AsyncBackend", "Backend", "BackendOutputError", "ContextWindowError", "GenerateTimeoutError", "warn_unconstrained_grammar",
-    "warn_unhonoured_choices",
-]
+__all__ = ["AsyncBackend", "Backend", "warn_unconstrained_grammar", "warn_unhonoured_choices"]
 
 
 def warn_unhonoured_choices(backend: Any, requests: Sequence[GenerationRequest], logger: Any) -> None:

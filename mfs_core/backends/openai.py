@@ -66,7 +66,7 @@ Faults: a 408, 429 or 5xx answer, a timeout, a connection error or a body that i
 is retried ``max_retries`` times on the next replica, after ``Retry-After`` when the server
 sends one, else after exponential backoff (``backoff · 2^attempt`` seconds, at most
 ``max_backoff``); then :class:`OpenAIBackendError` names the URL, the attempts and the last
-fault. A 400 about the context length raises :class:`~mfs_core.backends.base.ContextWindowError`;
+fault. A 400 about the context length raises :class:`~mfs_core.errors.ContextWindowError`;
 other 4xx answers, and answers that cannot be mapped, raise at once. A choice without
 log-probs raises :class:`MissingLogprobsError`: MFS cannot score steps without them.
 """
@@ -91,10 +91,9 @@ from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest
 from mfs_core.backends.openai_retry import RetryingSender
 from mfs_core.backends.replica_routing import ReplicaRouter, ReplicaRouting
-from mfs_core.backends.openai_wire import (  # the wire format: parsing, errors, replica spread
+from mfs_core.backends.openai_wire import (  # the wire format: parsing, errors
     _import_httpx,
     _normalise_url,
-    assign_replicas,
     MissingLogprobsError,
     OpenAIBackendError,
     parse_completion,
@@ -108,7 +107,7 @@ from mfs_core.backends.openai_wire import (  # the wire format: parsing, errors,
 
 __all__ = [
     "MissingLogprobsError", "OpenAIBackend", "OpenAIBackendError", "ServerN", "ServerUnreachableError",
-    "SingleSampleError", "assign_replicas", "parse_completion", "sample_seed", "token_confidences",
+    "SingleSampleError", "parse_completion", "sample_seed", "token_confidences",
 ]
 
 logger = logging.getLogger(__name__)

@@ -19,13 +19,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from mfs_core.backends.replica_routing import assign_replicas  # kept importable here (its former home)
 from mfs_core.errors import MFSError
 from mfs_core.types import Continuation, FinishReason, GenerationRequest
 
 __all__ = [
     "MissingLogprobsError", "OpenAIBackendError", "ServerN", "ServerUnreachableError", "SingleSampleError",
-    "UNKNOWN_CONTEXT_WINDOW", "assign_replicas", "parse_completion", "sample_seed", "token_confidences",
+    "UNKNOWN_CONTEXT_WINDOW", "parse_completion", "sample_seed", "token_confidences",
 ]
 
 

@@ -143,7 +143,7 @@ def test_a_history_past_the_context_window_fails_once_before_any_decode(engine: 
     from langchain_core.messages import AIMessage, HumanMessage
 
     from langchain_mfs import ChatMFS
-    from mfs_core.backends import ContextWindowError
+    from mfs_core.errors import ContextWindowError
 
     window = engine.backend.context_window
     history = []

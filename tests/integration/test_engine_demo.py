@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mfs_core import MFSEngine, MFSSettings
-from mfs_core.backends.base import ContextWindowError
+from mfs_core.errors import ContextWindowError
 
 QUESTIONS = [
     "Tom has 3 apples. Then Tom buys 4 more apples. How many apples does Tom have now?",

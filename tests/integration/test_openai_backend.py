@@ -19,7 +19,7 @@ from bounded import within
 from openai_server import CompletionServer, Fault, completion_server, make_server, warm_backend  # noqa: F401
 from typer.testing import CliRunner
 
-from mfs_core.backends import ContextWindowError
+from mfs_core.errors import ContextWindowError
 from mfs_core.backends.openai import MissingLogprobsError, OpenAIBackend, OpenAIBackendError
 from mfs_core.backends.transformers import TransformersBackend
 from mfs_core.cli import app

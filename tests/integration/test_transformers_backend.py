@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mfs_core.backends.base import Backend, ContextWindowError
+from mfs_core.backends.base import Backend
+from mfs_core.errors import ContextWindowError
 from mfs_core.types import GenerationRequest
 
 QUESTION = "Tom has 3 apples. Then Tom buys 4 more apples. How many apples does Tom have now?"

@@ -13,7 +13,7 @@ from concurrent.futures import CancelledError
 import pytest
 
 from mfs_core import MFSEngine
-from mfs_core.backends.base import BackendOutputError, GenerateTimeoutError
+from mfs_core.errors import BackendOutputError, GenerateTimeoutError
 from tests.stress.faults import QUESTIONS, SETTINGS, FaultyBackend, WorkerKilled, comparable, serial_results, with_logprob
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from mfs_core import MFSEngine, MFSSettings
-from mfs_core.backends.base import ContextWindowError
+from mfs_core.errors import ContextWindowError
 from tests.scripted import ScriptedBackend, synthetic_model
 
 

@@ -1,5 +1,5 @@
 """Errors live in mfs_core.errors, the vLLM server launcher outside the backends, install hints
-name the real distribution; the old import paths keep working (issue 36 item 5)."""
+name the real distribution; no module is kept as a former home that only re-exports."""
 
 from __future__ import annotations
 
@@ -15,11 +15,10 @@ import mfs_core.errors
 ROOT = Path(mfs_core.__file__).parent
 
 
-def test_errors_live_in_errors_and_keep_their_old_import_path() -> None:
+def test_errors_live_in_errors_only() -> None:
     for name in ("ContextWindowError", "BackendOutputError", "GenerateTimeoutError"):
-        assert getattr(mfs_core.backends.base, name) is getattr(mfs_core.errors, name)
         assert getattr(mfs_core.errors, name).__module__ == "mfs_core.errors"
-    assert mfs_core.backends.ContextWindowError is mfs_core.errors.ContextWindowError
+        assert not hasattr(mfs_core.backends.base, name) and not hasattr(mfs_core.backends, name)  # no second home
     assert issubclass(mfs_core.errors.ContextWindowError, ValueError)
 
 
@@ -32,12 +31,10 @@ def test_no_module_outside_the_backends_imports_from_them_for_an_error() -> None
                 assert not {a.name for a in node.names} & {"ContextWindowError", "BackendOutputError", "GenerateTimeoutError"}, path
 
 
-def test_the_vllm_server_launcher_is_no_backend_and_its_old_path_works() -> None:
-    from mfs_core.backends.vllm_serve import VLLMServer, server_command
-    from mfs_core.vllm_server import VLLMServer as launcher, server_command as command
+def test_the_vllm_server_launcher_is_no_backend_and_no_shim_is_left() -> None:
+    from mfs_core.vllm_server import VLLMServer, server_command  # noqa: F401
 
-    assert (VLLMServer, server_command) == (launcher, command)
-    assert not (ROOT / "backends" / "vllm_serve.py").read_text().count("subprocess")  # only the re-export
+    assert not (ROOT / "backends" / "vllm_serve.py").exists() and not (ROOT / "tools" / "grammar.py").exists()
 
 
 def test_install_hints_name_the_distribution() -> None:

@@ -12,15 +12,16 @@ from typing import Any
 
 import pytest
 
-from mfs_core.backends import Backend, ContextWindowError
+from mfs_core.backends import Backend
+from mfs_core.errors import ContextWindowError
 from mfs_core.backends.openai_wire import _retry_after  # the wire format's private helper
 from mfs_core.backends.openai import (
     MissingLogprobsError,
     OpenAIBackend,
     OpenAIBackendError,
-    assign_replicas,
     parse_completion,
 )
+from mfs_core.backends.replica_routing import assign_replicas
 from mfs_core.settings import MFSSettings
 from mfs_core.types import GenerationRequest
 

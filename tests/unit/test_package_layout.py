@@ -166,36 +166,20 @@ def test_the_wheel_holds_the_library_and_the_model_but_no_script(tmp_path: Path)
     assert not [name for name in files if name.startswith(("experiments/", "tests/", "scripts/"))]
 
 
-FORMER_HOMES = {"mfs_core.backends.vllm_serve": "mfs_core.vllm_server", "mfs_core.tools.grammar": "mfs_core.grammar"}
-"""Modules kept only so that an old import path works: each re-exports its new home and defines nothing."""
-
-
 def _room(module: str) -> str:
     """The folder (``mfs_core.engine``) or top-level module (``mfs_core.types``) a module belongs to."""
     parts = module.split(".")
     return ".".join(parts[:2]) if parts[0] == "mfs_core" else parts[0]
 
 
-def test_former_homes_only_re_export_their_new_home() -> None:
-    graph = _import_graph(LIBRARY)
-    for old, new in FORMER_HOMES.items():
-        assert graph[old] == {new}, old
-        tree = ast.parse(_modules(LIBRARY)[old].read_text(encoding="utf-8"))
-        defined = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))
-                   or isinstance(n, ast.Assign) and [getattr(t, "id", None) for t in n.targets] != ["__all__"]]
-        assert not defined, old
-
-
 def test_no_circle_between_folders() -> None:
     """Folders and top-level modules import one way (issue 45 item 4): the engine package, the
     tools, the decoders and the backends form no loop, even through modules that import each
-    other without a circle file by file. Former homes are left out (they only re-export)."""
+    other without a circle file by file."""
     rooms: dict[str, set[str]] = {}
     for module, imported in _import_graph(LIBRARY).items():
-        if module in FORMER_HOMES:
-            continue
         rooms.setdefault(_room(module), set()).update(
-            _room(other) for other in imported if other not in FORMER_HOMES and _room(other) != _room(module))
+            _room(other) for other in imported if _room(other) != _room(module))
     for imported in list(rooms.values()):
         for other in imported:
             rooms.setdefault(other, set())

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from mfs_core.backends import Backend, ContextWindowError, create_backend
+from mfs_core.backends import Backend, create_backend
+from mfs_core.errors import ContextWindowError
 from mfs_core.backends import vllm as vllm_module
 from mfs_core.backends.vllm import (
     CPU_BLOCK_SIZE, VLLM_SOURCE_VERSION, VLLMBackend, VLLMOutputError, cpu_has_bfloat16, engine_kwargs,
