@@ -253,13 +253,18 @@ def curve_rows(section: Section, records: list[dict[str, Any]], kind: str) -> li
 
 
 def curve_lines(rows: list[tuple[str, str, Any]]) -> list[str]:
-    """The self-consistency curves as a table: k, right, accuracy with its interval, tokens per question."""
-    lines = ["| curve | k | right | accuracy % (95% CI) | output tokens / question |", "| --- | --- | --- | --- | --- |"]
+    """The self-consistency curves as a table: k, right, accuracy with its interval, tokens per question, and the
+    questions gained over the curve's previous point (where a curve flattens)."""
+    lines = ["| curve | k | right | accuracy % (95% CI) | output tokens / question | right, against the previous k |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    previous: dict[str, int] = {}
     for _, name, point in rows:
         if point.is_sc:
             r = point.summary
+            gain = f"{r.correct - previous[name]:+d}" if name in previous else ""
+            previous[name] = r.correct
             lines.append(f"| {name} | {r.method.rsplit('@', 1)[1]} | {r.correct} / {r.questions} | {_pct(r)} | "
-                         f"{r.mean_output_tokens:,.0f} |")
+                         f"{r.mean_output_tokens:,.0f} | {gain} |")
     return lines
 
 

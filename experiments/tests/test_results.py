@@ -80,3 +80,18 @@ def test_every_section_names_folders_that_hold_records_or_runs_not_yet_kept(sect
     labels = {json.loads(line)["method"] for name in present
               for line in (results.RECORDS / name / "records.jsonl").read_text(encoding="utf-8").splitlines()}
     assert {label for label, _ in section.methods[:1]} <= labels
+
+
+def test_the_bed_counts_pass_at_k_per_run_and_lists_steps_most_searches_reach(tmp_path: Path) -> None:
+    from experiments.results_bed import pass_at, step_lines
+
+    answers = tmp_path / "answers.jsonl"
+    rows = [{"run": "T=0.5", "question": 0, "samples": [{"right": False}, {"right": True}]},
+            {"run": "T=0.5", "question": 1, "samples": [{"right": False}, {"right": False}]},
+            {"run": "greedy:none", "question": 0, "samples": [{"right": True}]}]
+    answers.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert pass_at(answers, "T=0.5") == (1, 2) and pass_at(answers, "greedy:none") == (1, 1)
+    step = {"t": 0, "reached": 6, "converged": 1, "scored": 3.5, "max_value": 0.0321, "positive_share": 0.5,
+            "advantage": -0.004, "children_value": 0.01}
+    lines = step_lines({"steps": [step, {**step, "t": 1, "reached": 4}]})
+    assert lines[2:] == ["| 0 | 6 | 1 | 3.50 | +0.032 | 0.50 | -0.004 | +0.010 |"]  # t = 1: fewer than 5 searches
