@@ -7,6 +7,7 @@ numeric compare) builds on :func:`extract_answer`.
 from __future__ import annotations
 
 import ast
+import math
 import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "AnswerExtractor", "OptionAnswer", "Vote", "arithmetic_value", "extract_answer", "extract_boxed", "extract_option",
-    "majority_vote", "normalize_answer", "parse_options",
+    "first_seen_counts", "majority_vote", "normalize_answer", "parse_options", "quality_weights",
 ]
 
 AnswerExtractor = Callable[[str], "str | None"]
@@ -363,3 +364,46 @@ def majority_vote(
     index = max(groups[winner], key=lambda i: qualities[i])
     total = votes(range(len(answers)))
     return Vote(answer=winner, vote_share=votes(groups[winner]) / total if total else 0.0, index=index)
+
+
+def quality_weights(qualities: Sequence[float], beta: float) -> list[float]:
+    """Each path's vote weighted by its quality: ``exp(β · (F_i - max F))``, the largest 1.
+
+    A confidence-weighted vote (CISC, Taubenfeld et al., 2025, arXiv 2502.06233; DeepConf's
+    weighted vote, arXiv 2508.15260) with the path's ``F`` (mean raw log-prob per token, nats) as its
+    confidence; subtracting ``max F`` changes no share (:func:`majority_vote` divides by the total)
+    and keeps every weight in (0, 1]. ``β = 0`` gives 1 each, the plain vote; a large ``β`` approaches
+    the best-``F`` path alone.
+
+    Example: ``quality_weights([-0.2, -0.4], 5.0) == [1.0, exp(-1.0)]``.
+
+    Args:
+        qualities: each path's ``F``, shape (K,), nats per token.
+        beta: ``β >= 0``, per nat per token.
+
+    Returns:
+        The weights, shape (K,); empty for no paths.
+
+    Raises:
+        ValueError: ``beta`` < 0 or not finite.
+    """
+    if not (math.isfinite(beta) and beta >= 0):
+        msg = f"vote_quality_beta must be a finite number >= 0, got {beta}"
+        raise ValueError(msg)
+    if not qualities:
+        return []
+    top = max(qualities)
+    return [math.exp(beta * (q - top)) for q in qualities]
+
+
+def first_seen_counts(answers: Sequence[str | None]) -> dict[str, int]:
+    """How many times each answer was drawn, in the order the answers first appeared; None left out.
+
+    What :func:`mfs_core.martingale.anytime_lead` reads: ``first_seen_counts(["7", None, "8", "7"])``
+    is ``{"7": 2, "8": 1}``.
+    """
+    counts: dict[str, int] = {}
+    for answer in answers:
+        if answer is not None:
+            counts[answer] = counts.get(answer, 0) + 1
+    return counts

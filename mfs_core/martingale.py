@@ -14,11 +14,14 @@ import numpy as np
 
 __all__ = [
     "SCORE_TOLERANCE",
+    "AnytimeLead",
     "WidthPruning",
+    "anytime_lead",
     "converged",
     "deficits",
     "effective_counts",
     "foresight_quality",
+    "lead_evalue",
     "lead_probability",
     "order_by_value",
     "select_beams",
@@ -288,3 +291,123 @@ def effective_counts(counts: Sequence[float], weights: Sequence[float]) -> list[
     squares = float(sum(w * w for w in weights))
     scale = total / squares if squares > 0 else 0.0
     return [float(c) * scale for c in counts]
+
+
+def lead_evalue(leader: float, rival: float) -> float:
+    """The e-value that an answer is ahead of a rival, from ``leader`` and ``rival`` draws of them.
+
+    Among the draws that gave one of the two answers, let ``q`` be the chance of the first.
+    Against the null ``q <= 1/2`` (the rival is at least as likely), this is the likelihood ratio of
+    those draws mixed over a uniform prior on the alternative ``q in [1/2, 1]``:
+    ``E(x, y) = 2 * int_{1/2}^1 (2q)^x (2(1-q))^y dq = 2^(x+y+1) B(x+1, y+1) P(Q > 1/2)`` with
+    ``Q ~ Beta(x+1, y+1)``, i.e. ``2^(x+y+1) B(x+1, y+1)`` times :func:`lead_probability` of
+    ``[x, y]`` when ``x >= y``. Each draw of either answer multiplies a fixed-``q`` ratio by ``2q`` or
+    ``2(1-q)``, whose expectation is ``1 + (2q - 1)(p_leader - p_rival) <= 1`` under the null for every
+    ``q >= 1/2``: the mixture is a nonnegative supermartingale that starts at 1, so by Ville's
+    inequality it ever reaches ``1/α`` with probability at most ``α`` (a test-supermartingale,
+    Ramdas et al., 2023, "Game-theoretic statistics and safe anytime-valid inference"). It grows with
+    ``leader`` and falls with ``rival``.
+
+    Examples (hand-computed): ``E(0, 0) = 1``; ``E(1, 0) = 4 · (1/2) · (3/4) = 3/2``;
+    ``E(x, 0) = (2^(x+1) - 1) / (x + 1)``, so ``E(7, 0) = 255/8`` and ``E(8, 0) = 511/9``;
+    ``E(2, 1) = 16 · B(3, 2) · P(Bin(4, 1/2) <= 2) = 16 · (1/12) · (11/16) = 11/12``.
+
+    Args:
+        leader: draws of the answer tested, >= 0 (independent draws; not integers only for a
+            caller that scales counts, for which the guarantee is not claimed).
+        rival: draws of the rival answer, >= 0.
+
+    Returns:
+        ``E(leader, rival)`` > 0 (dimensionless).
+
+    Raises:
+        ValueError: a negative count.
+    """
+    if leader < 0 or rival < 0:
+        msg = f"draw counts must be >= 0, got leader={leader}, rival={rival}"
+        raise ValueError(msg)
+    x, y = float(leader), float(rival)
+    if x.is_integer() and y.is_integer():  # P(Q > 1/2) = P(Bin(x + y + 1, 1/2) <= x), exactly
+        n = int(x + y) + 1
+        upper = sum(math.comb(n, j) for j in range(int(x) + 1)) / 2**n
+    else:
+        upper = _regularized_beta(0.5, y + 1.0, x + 1.0)
+    log_beta = math.lgamma(x + 1.0) + math.lgamma(y + 1.0) - math.lgamma(x + y + 2.0)
+    return math.exp((x + y + 1.0) * math.log(2.0) + log_beta + math.log(upper))
+
+
+@dataclass(frozen=True)
+class AnytimeLead:
+    """Outcome of :func:`anytime_lead`.
+
+    Attributes:
+        index: position (in first-appearance order) of the answer nearest to certification, the
+            certified one when ``certified``; -1 when no answer was drawn.
+        e_value: its :func:`lead_evalue` against the most frequent other answer, its first draw left out.
+        threshold: what that e-value must reach: ``j (j + 1) / α`` for the ``j``-th answer to appear.
+        certified: ``e_value >= threshold``.
+    """
+
+    index: int
+    e_value: float
+    threshold: float
+    certified: bool
+
+
+def anytime_lead(counts: Sequence[float], alpha: float) -> AnytimeLead:
+    """An anytime-valid stop on the answers drawn so far: is one of them certified as the most likely?
+
+    ``counts[j-1]`` is how many draws gave the ``j``-th distinct answer to appear (first-appearance
+    order; draws that state no answer are left out). Answer ``j`` is certified when
+    ``lead_evalue(counts[j-1] - 1, max of the other counts) >= j (j + 1) / α``; the one nearest to its
+    threshold (largest ratio, the first on ties) is returned.
+
+    Guarantee. Let the draws be answers sampled one after another (several at once is fine), and let
+    ``m`` be an answer that, at every draw and given every draw before it, is at least as likely as
+    each other answer (for independent, identically distributed answers, as self-consistency and ESC
+    draw them: any mode of the answer distribution). Then, whatever the number of draws and however
+    the caller decides when to look and when to stop (optional stopping), the probability that an
+    answer other than ``m`` is ever certified is at most ``α``. Proof: for the ``j``-th answer ``A_j``,
+    fixed at its first draw, the :func:`lead_evalue` of ``A_j`` against ``m`` over the draws after that
+    one is a test-supermartingale; so is ``S = sum_j E_j / (j (j + 1))`` (weights summing to 1; ``E_j``
+    = 1 when ``A_j = m``). ``lead_evalue`` falls with its rival's count, and the most frequent other
+    answer has at least ``m``'s draws, so certifying ``A_j != m`` means ``S >= 1/α``, which by Ville's
+    inequality happens with probability at most ``α``. What it does not say: that the certified answer
+    is right (only that it is the most likely answer of the sampler), nor anything for draws that are
+    not independent given the past: copies of a path that share one foresight rollout are one draw
+    (a rollout counts once however many survivors share it, unlike the copies-weighted counts of
+    :func:`effective_counts`), and a reused rollout remainder is no new draw.
+
+    Cost: one answer drawn every time certifies once ``(2^x - 1) / x >= 2/α`` (``x`` draws):
+    9 draws at ``α = 0.05``, 8 at 0.1, 6 at 0.2 and 0.3, 5 at 0.5.
+
+    Example: ``anytime_lead([9], 0.05)``: ``E(8, 0) = 511/9 = 56.8 >= 2/0.05 = 40``, certified;
+    ``anytime_lead([8], 0.05)``: ``E(7, 0) = 31.9 < 40``, not yet; ``anytime_lead([1, 6], 0.5)``:
+    the second answer's ``E(5, 1) = 2^7 B(6, 2) P(Bin(7, 1/2) <= 5) = 128 · (1/42) · (120/128) = 20/7``
+    against ``2 · 3 / 0.5 = 12``, not certified.
+
+    Args:
+        counts: draws per distinct answer in first-appearance order, shape (K,), each >= 1 (integers
+            for the guarantee).
+        alpha: the level α in (0, 1): the most probability of ever certifying a non-mode.
+
+    Returns:
+        The :class:`AnytimeLead`.
+
+    Raises:
+        ValueError: ``alpha`` outside (0, 1), or a count below 1.
+    """
+    if not 0.0 < alpha < 1.0:
+        msg = f"alpha must be in (0, 1), got {alpha}"
+        raise ValueError(msg)
+    if any(c < 1 for c in counts):
+        msg = f"each answer drawn must count at least 1 draw, got {list(counts)}"
+        raise ValueError(msg)
+    best = AnytimeLead(index=-1, e_value=1.0, threshold=math.inf, certified=False)
+    for j, count in enumerate(counts, start=1):
+        rival = max((c for i, c in enumerate(counts, start=1) if i != j), default=0.0)
+        e_value = lead_evalue(count - 1, rival)
+        threshold = j * (j + 1) / alpha
+        if best.index < 0 or e_value / threshold > best.e_value / best.threshold:
+            best = AnytimeLead(index=j - 1, e_value=e_value, threshold=threshold, certified=e_value >= threshold)
+    return best

@@ -21,6 +21,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from mfs_core.backend_identity import BACKEND_FIELDS, BackendIdentity
 from mfs_core.errors import one_line, unknown_name_message
 from mfs_core.settings_env import ENV_PREFIX, UnknownSettingWarning, environment_sources, warn_unknown_env
+from mfs_core.settings_rules import RULE_DESCRIPTIONS as _RULES, check_rules
 
 __all__ = [
     "ABLATION_FIELDS", "BACKEND_FIELDS", "DEMO_ASSISTANT_PREFIX", "DEMO_MODEL", "ENV_PREFIX", "BackendSettings",
@@ -331,6 +332,10 @@ class MFSSettings(BaseSettings):
     selection_temperature: float = Field(
         default=0.1, gt=0.0, description="Temperature of softmax(V / T) when beams are drawn (φ-Decoding's 0.1)."
     )
+    foresight_window: int | None = Field(default=None, ge=1, le=65536, description=_RULES["foresight_window"])
+    answer_stop_alpha: float | None = Field(default=None, gt=0.0, lt=1.0, description=_RULES["answer_stop_alpha"])
+    convergence_stop: bool = Field(default=True, description=_RULES["convergence_stop"])
+    vote_quality_beta: float | None = Field(default=None, ge=0.0, le=1000.0, description=_RULES["vote_quality_beta"])
 
     # --- Ablations and variants (docs/benchmarks.md) -------------------------------------
     # Switches for measuring the search, not for everyday use: their defaults are what method
@@ -427,6 +432,7 @@ class MFSSettings(BaseSettings):
     # Settings of the decoders `esc` and `deepconf`, methods a user would run instead of MFS.
     # The papers' counts are scaled down to this project's budgets (self-consistency's curve
     # goes to k = 16) and answers of a few hundred tokens; each description says how.
+    sc_round_size: int | None = Field(default=None, ge=1, le=4096, description=_RULES["sc_round_size"])
     esc_window: int = Field(
         default=4, ge=1, le=1024,
         description="Method `esc` (early-stopping self-consistency, Li et al., ICLR 2024): w, answers sampled per "
@@ -515,6 +521,7 @@ class MFSSettings(BaseSettings):
         if self.end_marker == self.step_delimiter:
             msg = f"end_marker and step_delimiter must differ, both are {self.end_marker!r}"
             raise ValueError(msg)
+        check_rules(self)  # issue 64's rules (mfs_core.settings_rules)
         if self.esc_max_samples < self.esc_window:
             msg = f"esc_max_samples ({self.esc_max_samples}) must be at least esc_window ({self.esc_window})"
             raise ValueError(msg)
