@@ -12,9 +12,9 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-
-from mfs_core.answers import AnswerExtractor
+from mfs_core.answers import AnswerExtractor, extract_answer, first_seen_counts, quality_weights
 from mfs_core.decoders.common import Decoder, TokenTally, ask_for_answers, decode_rng, finish_result, request_seed
+from mfs_core.martingale import anytime_lead
 from mfs_core.settings import MFSSettings
 from mfs_core.types import DecodeResult, GenerationRequest
 
@@ -67,31 +67,54 @@ def decode_self_consistency(
     extracted answers, ties broken by the highest mean log-prob per token
     (``settings.aggregation`` applies as for MFS).
 
+    With ``sc_round_size`` the k samples are drawn in rounds of that many (one request each, its
+    own seed from the decode's rng; the first round's is the one-request seed), and with
+    ``answer_stop_alpha`` the anytime-valid stop (:func:`~mfs_core.martingale.anytime_lead`, every
+    sample one draw) is tested after each round: once an answer is certified, sampling stops
+    (``stop_reason="answer_certified"``). With ``vote_quality_beta`` each sample's vote is
+    ``exp(β (F - max F))`` (:func:`~mfs_core.answers.quality_weights`, F its mean log-prob per token).
+
     Args:
         prompt: the rendered model prompt.
         settings: uses ``step_beam_size`` (k), ``temperature``, ``top_p``, ``seed``,
-            ``max_answer_tokens``, ``end_marker``, ``aggregation``.
+            ``max_answer_tokens``, ``end_marker``, ``aggregation``, ``sc_round_size``,
+            ``answer_stop_alpha``, ``vote_quality_beta``.
         answer_key: what the vote groups paths by (default: the extracted answer).
 
     Yields:
-        One list with one request for ``k`` continuations.
+        One list with one request per round (one round for ``k`` continuations by default).
 
     Returns:
-        The :class:`DecodeResult`, ``stop_reason="sampled"``, ``method="sc"``.
+        The :class:`DecodeResult`, ``stop_reason="sampled"`` (or ``"answer_certified"``), ``method="sc"``.
     """
     rng = decode_rng(settings, prompt)
-    request = GenerationRequest(
-        prompt=prompt, n=settings.step_beam_size, max_tokens=settings.max_answer_tokens,
-        stop=(settings.end_marker,), temperature=settings.temperature, top_p=settings.top_p, seed=request_seed(rng),
-    )
+    key = answer_key if answer_key is not None else extract_answer
+    k = settings.step_beam_size
     tally = TokenTally()
-    outputs = yield [request]
-    tally.add([request], outputs)
-    conts = outputs[0]
-    texts, triggered = yield from ask_for_answers(prompt, [c.text for c in conts], settings, tally, answer_key)
+    texts: list[str] = []
+    qualities: list[float] = []
+    triggered: list[bool] = []
+    stop_reason = "sampled"
+    while len(texts) < k:
+        request = GenerationRequest(
+            prompt=prompt, n=min(settings.sc_round_size or k, k - len(texts)), max_tokens=settings.max_answer_tokens,
+            stop=(settings.end_marker,), temperature=settings.temperature, top_p=settings.top_p, seed=request_seed(rng),
+        )
+        outputs = yield [request]
+        tally.add([request], outputs)
+        conts = outputs[0]
+        window, asked = yield from ask_for_answers(prompt, [c.text for c in conts], settings, tally, answer_key)
+        texts += window
+        qualities += [c.mean_logprob for c in conts]
+        triggered += asked
+        if settings.answer_stop_alpha is not None and anytime_lead(
+                list(first_seen_counts([key(text) for text in texts]).values()), settings.answer_stop_alpha).certified:
+            stop_reason = "answer_certified"
+            break
+    weights = quality_weights(qualities, settings.vote_quality_beta) if settings.vote_quality_beta is not None else None
     return finish_result(
-        texts, [c.mean_logprob for c in conts], settings, tally,
-        stop_reason="sampled", steps=[], method="sc", answer_key=answer_key, triggered=triggered,
+        texts, qualities, settings, tally,
+        stop_reason=stop_reason, steps=[], method="sc", answer_key=answer_key, triggered=triggered, weights=weights,
     )
 
 

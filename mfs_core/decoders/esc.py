@@ -21,10 +21,11 @@ sampled (MFS_SPEC.md's summary of the paper). Two departures from that script, b
 
 from __future__ import annotations
 
-from mfs_core.answers import AnswerExtractor, extract_answer
+from mfs_core.answers import AnswerExtractor, extract_answer, first_seen_counts, quality_weights
 from mfs_core.decoders.common import (
     Decoder, TokenTally, ask_for_answers, decode_rng, finish_result, report_step, request_seed, vote_summary,
 )
+from mfs_core.martingale import anytime_lead
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Candidate, GenerationRequest, StepTrace
 
@@ -46,15 +47,21 @@ def decode_esc(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
     majority over every sample, ties broken by the highest mean log-prob per token
     (:func:`~mfs_core.decoders.common.finish_result`, ``settings.aggregation`` applies).
 
+    Two settings change the rule (issue 64, both off by default): ``answer_stop_alpha`` replaces the
+    unanimity test by the anytime-valid one over every sample so far
+    (:func:`~mfs_core.martingale.anytime_lead`: an answer certified as the most likely at level α,
+    ``stop_reason="answer_certified"``), and ``vote_quality_beta`` weights each sample's vote by
+    ``exp(β (F - max F))``, F its mean log-prob per token (:func:`~mfs_core.answers.quality_weights`).
+
     Each window is one :class:`~mfs_core.types.StepTrace` (reported as a step, so the engine
     streams it): its samples as finished candidates with their answers, ``converged`` when the
-    window was unanimous, and a ``note`` with the window's vote and what it decided.
+    window's stop test fired, and a ``note`` with the window's vote and what it decided.
 
     Args:
         prompt: the rendered model prompt.
         settings: uses ``esc_window`` (w, answers), ``esc_max_samples`` (answers),
             ``temperature``, ``top_p``, ``seed``, ``max_answer_tokens`` (tokens), ``end_marker``,
-            ``answer_trigger``, ``aggregation``.
+            ``answer_trigger``, ``aggregation``, ``answer_stop_alpha``, ``vote_quality_beta``.
         answer_key: what the windows and the vote group samples by (default: the extracted answer).
 
     Yields:
@@ -83,16 +90,11 @@ def decode_esc(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
         conts = outputs[0]
         window, asked = yield from ask_for_answers(prompt, [c.text for c in conts], settings, tally, answer_key)
         answers = [key(text) for text in window]
-        unanimous = len(set(answers)) == 1  # None is one value: an all-None window is unanimous
         texts += window
         qualities += [c.mean_logprob for c in conts]
         triggered += asked
-        if unanimous:
-            verdict, stop_reason = "unanimous: stop", "unanimous_window"
-        elif len(texts) >= settings.esc_max_samples:
-            verdict = f"not unanimous; esc_max_samples = {settings.esc_max_samples} reached: stop"
-        else:
-            verdict = f"not unanimous: sample {min(settings.esc_window, settings.esc_max_samples - len(texts))} more"
+        stopped, verdict, reason = _window_verdict(answers, texts, key, settings)
+        stop_reason = reason or stop_reason
         step = StepTrace(
             step=len(steps),
             candidates=[
@@ -100,16 +102,44 @@ def decode_esc(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
                           finished=cont.finish_reason != "length", selected=True, answer=answer)
                 for text, cont, answer in zip(window, conts, answers)
             ],
-            converged=unanimous,
+            converged=reason is not None,  # the stop test fired (not only the sample cap)
             note=f"window {len(steps) + 1}: {n} sampled, answers {vote_summary(answers)}; {verdict}",
         )
         steps.append(step)
         report_step(step, [])
-        if unanimous:
+        if stopped:
             break
+    weights = quality_weights(qualities, settings.vote_quality_beta) if settings.vote_quality_beta is not None else None
     return finish_result(
         texts, qualities, settings, tally, stop_reason=stop_reason, steps=steps, method="esc",
         search_settings={"esc_window": settings.esc_window, "esc_max_samples": settings.esc_max_samples,
-                         "temperature": settings.temperature, "top_p": settings.top_p},
-        answer_key=answer_key, triggered=triggered,
+                         "temperature": settings.temperature, "top_p": settings.top_p,
+                         "answer_stop_alpha": settings.answer_stop_alpha,
+                         "vote_quality_beta": settings.vote_quality_beta},
+        answer_key=answer_key, triggered=triggered, weights=weights,
     )
+
+
+def _window_verdict(
+    answers: list[str | None], texts: list[str], key: AnswerExtractor, settings: MFSSettings
+) -> tuple[bool, str, str | None]:
+    """After a window: whether sampling stops, the trace note's verdict, and the stop reason it sets.
+
+    ESC's test: the window's ``answers`` all equal ("no answer" one value). With
+    ``answer_stop_alpha``, the anytime-valid test over every sample so far (``texts``) replaces it
+    (:func:`~mfs_core.martingale.anytime_lead`: an answer certified as the most likely at level α).
+    """
+    left = settings.esc_max_samples - len(texts)
+    more = f"sample {min(settings.esc_window, left)} more"
+    if settings.answer_stop_alpha is not None:
+        lead = anytime_lead(list(first_seen_counts([key(text) for text in texts]).values()), settings.answer_stop_alpha)
+        if lead.certified:
+            return True, f"certified (e-value {lead.e_value:.3g} >= {lead.threshold:.3g}): stop", "answer_certified"
+        verdict = f"not certified (e-value {lead.e_value:.3g} < {lead.threshold:.3g})"
+    elif len(set(answers)) == 1:  # None is one value: an all-None window is unanimous
+        return True, "unanimous: stop", "unanimous_window"
+    else:
+        verdict = "not unanimous"
+    if left <= 0:
+        return True, f"{verdict}; esc_max_samples = {settings.esc_max_samples} reached: stop", None
+    return False, f"{verdict}: {more}", None

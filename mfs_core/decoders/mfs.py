@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mfs_core import martingale
 from mfs_core.answers import AnswerExtractor, extract_answer
 from mfs_core.decoders.common import (
     Decoder,
@@ -31,11 +30,13 @@ from mfs_core.decoders.mfs_foresight import (
     foresight_requests,
     reused_remainders,
     rollout_remainder,
+    sample_windowed,
 )
 from mfs_core.decoders.mfs_steps import (
     Beam,
     Draft,
     admit_finished,
+    answer_certified,
     answer_decided,
     completion_requests,
     is_converged,
@@ -49,6 +50,7 @@ from mfs_core.decoders.mfs_steps import (
     step_trace,
     step_values,
 )
+from mfs_core.decoders.mfs_votes import SampleVote, vote_weights
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest, StepTrace
 
@@ -63,6 +65,8 @@ STOP_REASONS = {
     "blank_steps": "every candidate of the step stayed blank (whitespace only): the beams are completed as they stand",
     "answer_decided": "the leading answer of the samples seen keeps the lead with posterior probability >= "
     "answer_stop_confidence (Adaptive-Consistency's Beta criterion)",
+    "answer_certified": "an answer of the samples seen is certified as the most likely at level answer_stop_alpha "
+    "(an anytime-valid e-process, martingale.anytime_lead)",
 }
 """The ``stop_reason`` values of an MFS decode and what each means."""
 
@@ -70,51 +74,11 @@ SEARCH_SETTINGS = (
     "step_beam_size", "num_rollouts", "foresight_rollouts", "share_foresight", "reuse_rollouts", "prune_lambda",
     "width_pruning", "stop_epsilon", "min_steps", "max_steps", "early_stopping", "baseline", "selection",
     "max_finished_fraction", "convergence_finish", "aggregation", "temperature", "rollout_temperature", "step_delimiter",
-    "convergence_min_paths", "answer_stop_confidence", "vote_rollouts",
+    "convergence_min_paths", "answer_stop_confidence", "vote_rollouts", "foresight_window", "answer_stop_alpha",
+    "convergence_stop", "vote_quality_beta",
 )
 """Settings copied into ``DecodeResult.search_settings`` (what the trace depends on)."""
 
-
-
-class _SampleVote:
-    """Every complete answer the search sampled, in order: foresight rollouts joined with their
-    paths and finished candidates, each with its vote (``weights``).
-
-    What ``vote_rollouts`` puts to the final vote and ``answer_stop_confidence`` reads; with
-    neither rule on (``active`` False, the default) nothing is recorded and no answer is extracted.
-    Each sample's vote is 1 (``vote_rollouts=True``: a rollout once, however many survivors share
-    it) or, ``weighted``, the number of the step's sampled candidates it stands for (a finished
-    candidate 1; a rollout the copies of its path over its estimate's rollouts).
-    """
-
-    def __init__(self, key: AnswerExtractor, active: bool, weighted: bool) -> None:
-        self.key = key
-        self.active = active
-        self.weighted = weighted
-        self.texts: list[str] = []
-        self.qualities: list[float] = []
-        self.weights: list[float] = []
-        self.counts: dict[str, float] = {}  # summed votes per answer
-        self._answered: list[float] = []  # the vote of every sample that states an answer
-
-    def add(self, text: str, quality: float, copies: float = 1.0) -> None:
-        """Record one complete sample, its F (nats per token) and the candidates it stands for
-        (its vote when ``weighted``; otherwise it votes once)."""
-        if not self.active:
-            return
-        weight = float(copies) if self.weighted else 1.0
-        self.texts.append(text)
-        self.qualities.append(float(quality))
-        self.weights.append(weight)
-        answer = self.key(text)
-        if answer is not None:
-            self.counts[answer] = self.counts.get(answer, 0.0) + weight
-            self._answered.append(weight)
-
-    def stop_counts(self) -> dict[str, float]:
-        """The counts the answer stop's Beta posterior reads: the votes per answer scaled to their
-        effective sample size (:func:`mfs_core.martingale.effective_counts`; unweighted: the counts)."""
-        return dict(zip(self.counts, martingale.effective_counts(list(self.counts.values()), self._answered)))
 
 
 @dataclass(frozen=True)
@@ -169,9 +133,7 @@ def decode_mfs(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
     trace: list[StepTrace] = []
     stop_reason = "max_steps"
     # Every complete answer sampled: rollouts (once each) and finished candidates.
-    samples = _SampleVote(answer_key if answer_key is not None else extract_answer,
-                          active=bool(settings.vote_rollouts) or settings.answer_stop_confidence is not None,
-                          weighted=settings.vote_rollouts == "weighted")
+    samples = SampleVote.for_settings(answer_key if answer_key is not None else extract_answer, settings)
     for t in range(settings.max_steps):
         if trace:  # the previous step is done: tell a listening engine (mfs_core.events)
             report_step(trace[-1], [beam.text for beam in beams])
@@ -189,7 +151,7 @@ def decode_mfs(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
 
 def _deliberate(
     prompt: str, t: int, beams: list[Beam], pool_size: int, s: MFSSettings, rng: np.random.Generator,
-    tally: TokenTally, samples: _SampleVote,
+    tally: TokenTally, samples: SampleVote,
 ) -> Generator[list[GenerationRequest], list[list[Continuation]], _StepOutcome]:
     """One deliberation step t (MFS_SPEC.md steps 2-7): sample, pool, prune, foresight, value,
     stop test, select. Finished candidates and foresight rollouts are added to ``samples``."""
@@ -210,11 +172,10 @@ def _deliberate(
     width_pruned = {draft.index for draft, k in zip(admission.open, keep) if not k}
     # 4. Foresight: one estimate per group of survivors.
     estimates = yield from _foresight(prompt, t, survivors, s, rng, tally)
-    for est in estimates:  # each rollout stands for its share of the copies of its path
+    for est in estimates:  # each new rollout stands for its share of the copies of its path
         path = survivors[est.members[0]].path + s.step_delimiter
-        for r in est.rollouts:
-            samples.add(path + r.text, martingale.foresight_quality(r.logprob_sum, r.num_tokens),
-                        copies=len(est.members) / len(est.rollouts))
+        for r, quality in list(zip(est.rollouts, est.qualities))[est.reused:]:  # a reused remainder was seen already
+            samples.add(path + r.text, quality, copies=len(est.members) / len(est.rollouts))
     estimate_of = estimates_by_survivor(estimates, len(survivors))
     # 5. Step values (eq. 8) and deficits (eq. 9); 7. the convergence test (eq. 12).
     values, deficits = step_values(t, [est.quality for est in estimate_of], survivors, s.baseline)
@@ -226,7 +187,8 @@ def _deliberate(
     # 6. Select the beams that fill the pool up to M, by softmax(V / T) or top-k.
     slots = s.step_beam_size - pool_size - len(pooled)
     chosen = select_survivors(values.tolist(), slots, s, rng)
-    stop = "converged" if converged else "answer_decided" if answer_decided(t, samples.stop_counts(), s) else None
+    stop = ("converged" if converged else "answer_decided" if answer_decided(t, samples.stop_counts(), s)
+            else "answer_certified" if answer_certified(t, samples.draws, s) else None)
     return _StepOutcome(step_trace(t, drafts, s, chosen=chosen, **scored),
                         next_beams(survivors, chosen, estimate_of, s.step_delimiter), pooled, stop)
 
@@ -242,25 +204,26 @@ def _foresight(
     paths = [survivors[group[0]].path for group in groups]
     requests = foresight_requests(prompt, paths, missing, s, rng)
     fresh: list[list[Continuation]] = []
-    if requests:
-        fresh = yield requests
-        tally.add(requests, fresh)
-    fills = iter(fresh)
+    scores: list[list[float]] = []
+    if requests:  # foresight_window: the first W tokens give F, the rest is sampled on (one more round)
+        fresh, scores = yield from sample_windowed(requests, s, rng, tally)
+    fills, windows = iter(fresh), iter(scores)
     return [
         Estimate(members=tuple(group), rollouts=tuple(rollouts) + (tuple(next(fills)) if n else ()),
-                 reused=len(rollouts), key=(t, g))
+                 reused=len(rollouts), key=(t, g),
+                 scores=tuple(next(windows)) if n and s.foresight_window is not None else ())
         for g, (group, rollouts, n) in enumerate(zip(groups, reused, missing))
     ]
 
 
 def _finish(
-    prompt: str, beams: list[Beam], pool: list[tuple[str, float]], samples: _SampleVote, s: MFSSettings,
+    prompt: str, beams: list[Beam], pool: list[tuple[str, float]], samples: SampleVote, s: MFSSettings,
     rng: np.random.Generator, tally: TokenTally, answer_key: AnswerExtractor | None, stop_reason: str,
     trace: list[StepTrace],
 ) -> Decoder:
     """Steps 8-9: complete the kept paths without extra tokens where a rollout already completes
     them (``vote_rollouts``: every sample seen instead, each with its vote when ``"weighted"``) and
-    put their answers to the vote.
+    put their answers to the vote (each weighted by ``exp(β F)`` with ``vote_quality_beta``).
 
     A beam with no rollout (the root, after a convergence stop at t = 0 with min_steps = 0) or
     whose rollout an earlier beam already has (copies under share_foresight) is sampled to the
@@ -268,20 +231,21 @@ def _finish(
     asked for one (settings.answer_trigger; off by default).
     """
     completion_tokens = 0
-    weights: list[float] | None = None  # one vote per completion unless the vote is weighted
+    copies: list[float] | None = None  # one vote per completion unless the vote is weighted
     if s.vote_rollouts and samples.texts:
         completions, qualities = list(samples.texts), list(samples.qualities)
-        weights = list(samples.weights) if samples.weighted else None
+        copies = list(samples.weights) if samples.weighted else None
     else:
         own = own_rollouts(beams)
         missing = [beam for beam, has_own in zip(beams, own) if not has_own]
         filled: list[list[Continuation]] = []
+        scores: list[list[float]] | None = None
         if missing:
             requests = completion_requests(prompt, missing, s, rng)
-            filled = yield requests
-            tally.add(requests, filled)
+            filled, scores = yield from sample_windowed(requests, s, rng, tally)
             completion_tokens = sum(c.num_tokens for conts in filled for c in conts)
-        completions, qualities = join_completions(pool, beams, own, filled)
+        completions, qualities = join_completions(pool, beams, own, filled, scores)
+    weights = vote_weights(qualities, copies, s)  # copies, times exp(β (F - max F)) with vote_quality_beta
     completions, triggered = yield from ask_for_answers(prompt, completions, s, tally, answer_key)
     return finish_result(
         completions, qualities, s, tally, stop_reason=stop_reason, steps=trace, method="mfs",

@@ -1,23 +1,27 @@
 """Step 4 of an MFS decoding run (MFS_SPEC.md, "Foresight"): who shares an estimate, what a
 parent's rollout already gives, and the new rollouts that are still missing.
 
-Pure, except :func:`foresight_requests`, which draws one seed per request from the decode's rng.
+Pure, except the request builders, which draw one seed per request from the decode's rng, and
+:func:`sample_windowed`, the rounds that sample rollouts in two parts under ``foresight_window``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from mfs_core import martingale
-from mfs_core.decoders.common import request_seed
+from mfs_core.decoders.common import TokenTally, request_seed
 from mfs_core.decoders.mfs_records import Draft
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest
 
-__all__ = ["Estimate", "estimates_by_survivor", "foresight_groups", "foresight_requests", "reused_remainders", "rollout_remainder"]
+__all__ = [
+    "Estimate", "estimates_by_survivor", "foresight_groups", "foresight_requests", "joined_rollout",
+    "reused_remainders", "rollout_cap", "rollout_remainder", "sample_windowed",
+]
 
 
 @dataclass(frozen=True)
@@ -30,17 +34,27 @@ class Estimate:
             selected member keeps as its beam's rollout.
         reused: how many of ``rollouts`` are reused remainders (``reuse_rollouts``).
         key: ``(step, group index)``, the :attr:`Beam.rollout_key` of beams made from it.
+        scores: each rollout's quality when it is not the whole rollout's (``foresight_window``: the
+            mean log-prob per token of its first W tokens, nats); empty: computed from the rollouts.
     """
 
     members: tuple[int, ...]
     rollouts: tuple[Continuation, ...]
     reused: int
     key: tuple[int, int]
+    scores: tuple[float, ...] = ()
+
+    @property
+    def qualities(self) -> list[float]:
+        """Each rollout's ``F`` (eq. 3, nats per token): :attr:`scores`, or its mean log-prob per token."""
+        if self.scores:
+            return [float(q) for q in self.scores]
+        return [martingale.foresight_quality(r.logprob_sum, r.num_tokens) for r in self.rollouts]
 
     @property
     def quality(self) -> float:
         """``F_t``: the mean of the rollouts' qualities (eq. 3, nats per token)."""
-        return float(np.mean([martingale.foresight_quality(r.logprob_sum, r.num_tokens) for r in self.rollouts]))
+        return float(np.mean(self.qualities))
 
     @property
     def new_tokens(self) -> int:
@@ -135,7 +149,7 @@ def foresight_requests(
     end marker for each group g that lacks any; one seed drawn per request, in group order."""
     return [
         GenerationRequest(
-            prompt=prompt + path + s.step_delimiter, n=n, max_tokens=s.max_answer_tokens, stop=(s.end_marker,),
+            prompt=prompt + path + s.step_delimiter, n=n, max_tokens=rollout_cap(s), stop=(s.end_marker,),
             temperature=s.rollout_sampling_temperature, top_p=s.top_p, seed=request_seed(rng),
         )
         for path, n in zip(paths, missing) if n > 0
@@ -153,3 +167,69 @@ def estimates_by_survivor(estimates: Sequence[Estimate], count: int) -> list[Est
         msg = f"estimate members must partition range({count}), got {[list(est.members) for est in estimates]}"
         raise ValueError(msg)
     return [of[i] for i in range(count)]
+
+
+def rollout_cap(s: MFSSettings) -> int:
+    """``max_tokens`` of a rollout's (or finish completion's) first request (tokens): ``max_answer_tokens``,
+    or the window ``foresight_window`` when that is shorter (the rest is sampled by :func:`sample_windowed`)."""
+    if s.foresight_window is None:
+        return s.max_answer_tokens
+    return min(s.foresight_window, s.max_answer_tokens)
+
+
+def joined_rollout(window: Continuation, rest: Continuation, end_marker: str) -> Continuation:
+    """A rollout sampled in two parts, its first W tokens (``window``) and what followed them (``rest``), as one.
+
+    Text, tokens and log-prob sums add; finish and stop reasons are ``rest``'s, the prompt tokens
+    ``window``'s. An end marker split across the two parts (the window ends inside it: the rest's stop
+    test never saw it whole) cuts the text there, as a stop at the marker.
+    """
+    text = window.text + rest.text
+    finish, stop = rest.finish_reason, rest.stop_reason
+    cut = text.find(end_marker)
+    if 0 <= cut < len(window.text):
+        text, finish, stop = text[:cut], "stop", end_marker
+    return replace(
+        window, text=text, token_ids=window.token_ids + rest.token_ids,
+        logprob_sum=window.logprob_sum + rest.logprob_sum, finish_reason=finish, stop_reason=stop, token_confidences=window.token_confidences + rest.token_confidences,
+    )
+
+
+def sample_windowed(
+    requests: Sequence[GenerationRequest], s: MFSSettings, rng: np.random.Generator, tally: TokenTally,
+) -> Generator[list[GenerationRequest], list[list[Continuation]], tuple[list[list[Continuation]], list[list[float]]]]:
+    """Sample rollouts (or completions) and score each: its ``F`` over the whole of it or over its first W tokens.
+
+    Yields ``requests`` (counted in ``tally``). Without ``foresight_window`` (or with a window no
+    shorter than ``max_answer_tokens``) that is all, and each continuation's score is its mean
+    log-prob per token (eq. 3). With a window W, ``requests`` asked for W tokens
+    (:func:`rollout_cap`); each continuation that W cut (``finish_reason == "length"``) is sampled on,
+    one more round, from ``its prompt + its text`` (n = 1, a fresh seed from ``rng`` in order, the
+    ``max_answer_tokens - W`` tokens left), and joined to what follows (:func:`joined_rollout`); its
+    score stays the window's mean log-prob per token, so F does not depend on how long the rest runs
+    (arXiv 2606.01682). The rest is conditioned on the window's text as the backend tokenizes it anew,
+    which can differ from the sampled tokens at the seam.
+
+    Returns:
+        ``(continuations, scores)``: ``len(requests)`` lists of ``request.n`` each, and their F (nats per token).
+    """
+    outputs = yield list(requests)
+    tally.add(requests, outputs)
+    outputs = [list(conts) for conts in outputs]
+    scores = [[c.mean_logprob for c in conts] for conts in outputs]
+    window = rollout_cap(s)
+    if s.foresight_window is None or window >= s.max_answer_tokens:
+        return outputs, scores
+    cut = [(r, k) for r, conts in enumerate(outputs) for k, c in enumerate(conts) if c.finish_reason == "length"]
+    if not cut:
+        return outputs, scores
+    rest = [
+        replace(requests[r], prompt=requests[r].prompt + outputs[r][k].text, n=1, seed=request_seed(rng),
+                max_tokens=s.max_answer_tokens - outputs[r][k].num_tokens)
+        for r, k in cut
+    ]
+    more = yield rest
+    tally.add(rest, more)
+    for (r, k), conts in zip(cut, more):
+        outputs[r][k] = joined_rollout(outputs[r][k], conts[0], s.end_marker)
+    return outputs, scores

@@ -17,13 +17,14 @@ import numpy as np
 
 from mfs_core import martingale
 from mfs_core.decoders.common import request_seed
-from mfs_core.decoders.mfs_foresight import Estimate
+from mfs_core.decoders.mfs_foresight import Estimate, rollout_cap
 from mfs_core.decoders.mfs_records import Beam, Draft
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Candidate, Continuation, GenerationRequest, StepTrace
 
 __all__ = [
-    "Admission", "Beam", "Draft", "admit_finished", "answer_decided", "completion_requests", "is_converged",
+    "Admission", "Beam", "Draft", "admit_finished", "answer_certified", "answer_decided", "completion_requests",
+    "is_converged",
     "join_completions", "next_beams", "own_rollouts", "prune_width", "sample_requests", "sampled_drafts",
     "select_survivors", "step_trace", "step_values",
 ]
@@ -123,10 +124,10 @@ def step_values(t: int, qualities: Sequence[float], survivors: Sequence[Draft], 
 
 
 def is_converged(t: int, max_value: float, estimates: int, s: MFSSettings) -> bool:
-    """Step 7, martingale convergence (eq. 12): ``max V <= ε_stop``, tested with ``early_stopping``
-    from step ``min_steps`` on, over at least ``convergence_min_paths`` distinct estimates."""
+    """Step 7, martingale convergence (eq. 12): ``max V <= ε_stop``, tested with ``early_stopping`` and
+    ``convergence_stop`` from step ``min_steps`` on, over at least ``convergence_min_paths`` distinct estimates."""
     return (
-        s.early_stopping and t >= s.min_steps and estimates >= s.convergence_min_paths
+        s.early_stopping and s.convergence_stop and t >= s.min_steps and estimates >= s.convergence_min_paths
         and martingale.converged(max_value, s.stop_epsilon)
     )
 
@@ -139,6 +140,17 @@ def answer_decided(t: int, counts: Mapping[str, float], s: MFSSettings) -> bool:
     return (
         s.early_stopping and s.answer_stop_confidence is not None and t >= s.min_steps
         and martingale.lead_probability(list(counts.values())) >= s.answer_stop_confidence
+    )
+
+
+def answer_certified(t: int, draws: Mapping[str, float], s: MFSSettings) -> bool:
+    """The anytime-valid answer stop: with ``early_stopping`` and ``answer_stop_alpha`` set, from step
+    ``min_steps`` on, an answer of the ``draws`` seen (draws per answer in first-appearance order, each
+    distinct rollout and finished candidate once) is certified as the most likely at level α
+    (:func:`mfs_core.martingale.anytime_lead`; its guarantee holds at whatever step the search stops)."""
+    return (
+        s.early_stopping and s.answer_stop_alpha is not None and t >= s.min_steps
+        and martingale.anytime_lead(list(draws.values()), s.answer_stop_alpha).certified
     )
 
 
@@ -226,9 +238,10 @@ def own_rollouts(beams: Sequence[Beam]) -> list[bool]:
 
 def completion_requests(prompt: str, beams: Sequence[Beam], s: MFSSettings, rng: np.random.Generator) -> list[GenerationRequest]:
     """Step 8's requests for beams without their own rollout: ``copies`` samples of each to the end
-    marker; one seed drawn per beam, in order."""
+    marker (the first ``foresight_window`` tokens when set: :func:`~mfs_core.decoders.mfs_foresight.sample_windowed`
+    samples the rest); one seed drawn per beam, in order."""
     return [
-        GenerationRequest(prompt=prompt + beam.text, n=beam.copies, max_tokens=s.max_answer_tokens,
+        GenerationRequest(prompt=prompt + beam.text, n=beam.copies, max_tokens=rollout_cap(s),
                           stop=(s.end_marker,), temperature=s.rollout_sampling_temperature, top_p=s.top_p,
                           seed=request_seed(rng))
         for beam in beams
@@ -237,20 +250,23 @@ def completion_requests(prompt: str, beams: Sequence[Beam], s: MFSSettings, rng:
 
 def join_completions(
     pool: Sequence[tuple[str, float]], beams: Sequence[Beam], own: Sequence[bool],
-    filled: Sequence[Sequence[Continuation]],
+    filled: Sequence[Sequence[Continuation]], scores: Sequence[Sequence[float]] | None = None,
 ) -> tuple[list[str], list[float]]:
     """Step 8's completed paths and their ``F``: the finished pool, then each beam joined with its
     own rollout (``F`` = the beam's) or with its sampled completions (``filled``, one list per beam
-    without its own rollout, in order; ``F`` = their mean log-prob)."""
+    without its own rollout, in order; ``F`` = their ``scores``, by default their mean log-prob)."""
     completions = [text for text, _ in pool]
     qualities = [quality for _, quality in pool]
     fills = iter(filled)
+    fill_scores = iter(scores) if scores is not None else None
     for beam, has_own in zip(beams, own):
         if has_own:
             completions.append(beam.text + beam.rollout.text)
             qualities.append(beam.quality)
             continue
-        for cont in next(fills):
+        conts = next(fills)
+        cont_scores = next(fill_scores) if fill_scores is not None else [c.mean_logprob for c in conts]
+        for cont, score in zip(conts, cont_scores):
             completions.append(beam.text + cont.text)
-            qualities.append(cont.mean_logprob)
+            qualities.append(score)
     return completions, qualities
