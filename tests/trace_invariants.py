@@ -25,7 +25,11 @@ equations):
 * output tokens (steps + rollouts + completions), ``FLOPs = 6·output_tokens·P``, the vote
   (the answer is a most frequent completion answer, its share = count / paths; with
   ``vote_rollouts="weighted"`` both counted by ``completion_weights``, which are recomputed from
-  the candidates each rollout stands for).
+  the candidates each rollout stands for, times ``exp(β (F - max F))`` with ``vote_quality_beta``);
+* the rules of issue 64: no convergence stop with ``convergence_stop`` off; an ``answer_certified``
+  stop only with ``answer_stop_alpha`` and, when the vote is over every rollout, an answer whose
+  mixture e-value ``2^(x+y+1) B(x+1, y+1) P(Beta(x+1, y+1) > 1/2)`` (its draws but the first, the
+  most frequent other's) reaches ``j (j + 1) / α`` (restated here with scipy).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import math
 from collections import Counter
 from typing import Any
 
+from scipy.special import betaln
 from scipy.stats import beta
 
 __all__ = ["TOLERANCE", "assert_trace", "trace_violations"]
@@ -165,7 +170,7 @@ def _distinct_scored(step: dict[str, Any]) -> int:
 
 
 def _converges(t: int, step: dict[str, Any], cfg: dict[str, Any]) -> bool:
-    return (cfg["early_stopping"] and t >= cfg["min_steps"] and step["max_step_value"] is not None
+    return (cfg["early_stopping"] and cfg.get("convergence_stop", True) and t >= cfg["min_steps"] and step["max_step_value"] is not None
             and step["max_step_value"] <= step["stop_epsilon"]
             and _distinct_scored(step) >= cfg.get("convergence_min_paths", 1))
 
@@ -189,10 +194,14 @@ def _check_rollout_vote(data: dict[str, Any], steps: list[dict[str, Any]], cfg: 
                 expected.append((path + delim + c["rollout"], c["foresight_quality"],
                                  scored[path] / cfg.get("foresight_rollouts", 1)))
     weights = data.get("completion_weights") or []
-    if weighted and len(weights) != len(data["completions"]):
+    beta_q = cfg.get("vote_quality_beta")
+    if beta_q is not None and len(weights) == len(data["completions"]) and weights:  # undo exp(β (F - max F))
+        top = max(data["completion_qualities"])
+        weights = [w / math.exp(beta_q * (q - top)) for w, q in zip(weights, data["completion_qualities"])]
+    if (weighted or beta_q is not None) and len(weights) != len(data["completions"]):
         out.append(f"{len(weights)} completion weights for {len(data['completions'])} completions (weighted vote)")
         return
-    if not weighted and weights:
+    if not weighted and beta_q is None and weights:
         out.append(f"completion weights {weights[:4]}... recorded although vote_rollouts = {cfg.get('vote_rollouts')!r}")
     paths = list(zip(data["completions"], data["completion_qualities"], weights or [1.0] * len(data["completions"])))
     if len(paths) != len(expected):
@@ -210,6 +219,29 @@ def _check_rollout_vote(data: dict[str, Any], steps: list[dict[str, Any]], cfg: 
             out.append(f"the weights add up to {sum(weights)!r}, not the {candidates} finished and scored candidates")
     if data["completion_tokens"] != 0:
         out.append(f"{data['completion_tokens']} completion tokens under vote_rollouts")
+
+
+def _check_certified(data: dict[str, Any], cfg: dict[str, Any], last_t: int, converges: bool, out: list[str]) -> None:
+    """An ``answer_certified`` stop: ``answer_stop_alpha`` set, stops on, ``min_steps`` done, no convergence;
+    with ``vote_rollouts`` (every distinct rollout and finished candidate is a completion, one draw each)
+    some answer, the j-th to appear, has ``E(its draws - 1, the most of another) >= j (j + 1) / α``."""
+    alpha = cfg.get("answer_stop_alpha")
+    if alpha is None or not cfg["early_stopping"] or last_t < cfg["min_steps"] or converges:
+        out.append(f"stop reason answer_certified with answer_stop_alpha = {alpha!r}, t = {last_t}")
+        return
+    if not cfg.get("vote_rollouts"):
+        return
+    draws: dict[str, int] = {}
+    for answer in data["completion_answers"]:
+        if answer is not None:
+            draws[answer] = draws.get(answer, 0) + 1
+    counts = list(draws.values())
+    for j, n in enumerate(counts, start=1):
+        x, y = n - 1, max([c for i, c in enumerate(counts, start=1) if i != j], default=0)
+        e_value = math.exp((x + y + 1) * math.log(2) + betaln(x + 1, y + 1)) * float(beta.sf(0.5, x + 1, y + 1))
+        if e_value >= j * (j + 1) / alpha * (1 - 1e-9):
+            return
+    out.append(f"stop reason answer_certified, but no answer of {draws} reaches its threshold at α = {alpha}")
 
 
 def _votes(data: dict[str, Any]) -> tuple[Counter, float, list[float]]:
@@ -272,7 +304,7 @@ def trace_violations(data: dict[str, Any]) -> list[str]:
         pool.extend(pooled)
         selected_open = [c for c in open_cands if c["selected"]]
         rolled = [c for c in open_cands if c["step_value"] is not None]
-        if t < last_t or reason in ("max_steps", "converged", "answer_decided"):
+        if t < last_t or reason in ("max_steps", "converged", "answer_decided", "answer_certified"):
             want = min(m - len(pool), len(rolled))
             if len(selected_open) != want:
                 out.append(f"step {t}: {len(selected_open)} beams selected, expected min(M - pool, rolled out) = {want}")
@@ -310,6 +342,8 @@ def trace_violations(data: dict[str, Any]) -> list[str]:
             # P(p > 1/2) under Beta(v1 + 1, v2 + 1), restated with scipy (martingale.lead_probability)
             if float(beta.sf(0.5, top[0] + 1, top[1] + 1)) < confidence - 1e-12:
                 out.append(f"stop reason answer_decided, but the votes {dict(counts)} do not reach {confidence}")
+    elif reason == "answer_certified":
+        _check_certified(data, cfg, last_t, _converges(last_t, last, cfg), out)
     elif reason == "finished_pool_full":
         if not last_open or len(pool) != m:
             out.append(f"stop reason finished_pool_full with {len(last_open)} open and {len(pool)} of M = {m} in the pool")
@@ -375,7 +409,8 @@ def trace_violations(data: dict[str, Any]) -> list[str]:
     answers = data["completion_answers"]
     if len(answers) != len(data["completions"]):
         out.append("completion_answers and completions differ in length")
-    if data.get("completion_weights") and not (cfg.get("vote_rollouts") == "weighted" and data["completions"]):
+    if data.get("completion_weights") and not (
+            (cfg.get("vote_rollouts") == "weighted" or cfg.get("vote_quality_beta") is not None) and data["completions"]):
         out.append(f"completion weights recorded although vote_rollouts = {cfg.get('vote_rollouts')!r}")
     counts, total, _ = _votes(data)  # by completion_weights when the vote is weighted
     if counts:
