@@ -17,12 +17,13 @@ import dataclasses
 from mfs_core.answers import AnswerExtractor
 from mfs_core.decoders import PAPER_RULES, Decoder, DecoderSpec, register_decoder
 from mfs_core.decoders.baselines import decode_self_consistency
+from mfs_core.decoders.esc import decode_esc
 from mfs_core.decoders.mfs import decode_mfs
 from mfs_core.decoders.phi import PhiConfig, decode_phi
 from mfs_core.settings import MFSSettings
 from mfs_core.types import DecodeResult
 
-__all__ = ["VARIANTS", "decode_phi_release", "decode_sc_rollout_temperature"]
+__all__ = ["RULE_VALUES", "VARIANTS", "decode_phi_release", "decode_sc_rollout_temperature"]
 
 
 def decode_sc_rollout_temperature(prompt: str, settings: MFSSettings,
@@ -51,6 +52,29 @@ def _mfs(name: str, **overrides: object) -> DecoderSpec:
     return DecoderSpec(name, decode_mfs, overrides=overrides)
 
 
+RULE_VALUES = {"foresight_window": 32, "answer_stop_alpha": 0.1, "vote_quality_beta": 5.0, "sc_round_size": 4,
+               "sc_k": 16}
+"""The one value each of issue 64's rules is tried at, fixed before any run: W = 32 tokens (the longest window
+the GSM8K test bed measured, as ``deepconf_window``); α = 0.1 (one answer drawn 8 times in a row certifies it);
+β = 5 per nat per token (the ``exp(5F)`` the issue tried over kept SC samples); SC in rounds of 4 (ESC's window)
+up to k = 16 (the top of the bench's SC curve)."""
+_W, _ALPHA, _BETA, _ROUND = (RULE_VALUES[name] for name in ("foresight_window", "answer_stop_alpha",
+                                                            "vote_quality_beta", "sc_round_size"))
+
+
+def _sc(name: str, **overrides: object) -> DecoderSpec:
+    """A self-consistency variant at k = 16: a method placed on SC's curve at its own tokens, not a curve of its own
+    (``samples=False``: ``--sc-k`` leaves it alone, its records keep ``completion_*``)."""
+    return DecoderSpec(name, decode_self_consistency, overrides={"step_beam_size": RULE_VALUES["sc_k"], **overrides},
+                       work=lambda settings: settings.step_beam_size * settings.max_answer_tokens)
+
+
+def _esc(name: str, **overrides: object) -> DecoderSpec:
+    """An ESC variant: ESC (window 4, at most 16 answers) with ``overrides``."""
+    return DecoderSpec(name, decode_esc, overrides=overrides,
+                       work=lambda settings: settings.esc_max_samples * settings.max_answer_tokens)
+
+
 VARIANTS: tuple[DecoderSpec, ...] = (
     DecoderSpec("sc-rollout-temperature", decode_sc_rollout_temperature, samples=True,
                 work=lambda settings: settings.step_beam_size * settings.max_answer_tokens),
@@ -67,6 +91,20 @@ VARIANTS: tuple[DecoderSpec, ...] = (
     _mfs("mfs-weighted-answer-stop", vote_rollouts="weighted", answer_stop_confidence=0.95),
     _mfs("mfs-reuse-only", **PAPER_RULES, share_foresight=False, reuse_rollouts=True),
     _mfs("mfs-share-reuse", **PAPER_RULES, share_foresight=True, reuse_rollouts=True),
+    # issue 64 item 3: the rules aimed at the measured failures, one value each (RULE_VALUES), to be chosen
+    # on GSM8K tuning questions 0-199 by the rule written in experiments/benchmarks/rules_tuning.py
+    _mfs("mfs-window", foresight_window=_W),
+    _mfs("mfs-anytime-stop", answer_stop_alpha=_ALPHA, convergence_stop=False),
+    _mfs("mfs-anytime-beside", answer_stop_alpha=_ALPHA),
+    _mfs("mfs-quality-vote", vote_rollouts=True, vote_quality_beta=_BETA),
+    _mfs("mfs-rules", foresight_window=_W, answer_stop_alpha=_ALPHA, convergence_stop=False, vote_rollouts=True,
+         vote_quality_beta=_BETA),
+    _sc("sc-anytime", sc_round_size=_ROUND, answer_stop_alpha=_ALPHA),
+    _sc("sc-quality-vote", vote_quality_beta=_BETA),
+    _sc("sc-rules", sc_round_size=_ROUND, answer_stop_alpha=_ALPHA, vote_quality_beta=_BETA),
+    _esc("esc-anytime", answer_stop_alpha=_ALPHA),
+    _esc("esc-quality-vote", vote_quality_beta=_BETA),
+    _esc("esc-rules", answer_stop_alpha=_ALPHA, vote_quality_beta=_BETA),
 )
 """Every research variant, in the order they were added to the study."""
 

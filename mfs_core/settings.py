@@ -357,8 +357,8 @@ class MFSSettings(BaseSettings):
     )
     vote_rollouts: bool | Literal["weighted"] = Field(
         default=False,
-        description="Ablation (decoder variant `mfs-rollout-vote` sets True; `mfs-weighted-vote`, "
-        "`mfs-weighted-answer-stop` set 'weighted'). The final vote counts every foresight rollout (joined with its "
+        description="Ablation (decoder variants `mfs-rollout-vote`, `mfs-quality-vote`, `mfs-rules` set True; "
+        "`mfs-weighted-vote`, `mfs-weighted-answer-stop` set 'weighted'). The final vote counts every foresight rollout (joined with its "
         "path) and every finished candidate the search sampled instead of one completion per kept beam, and no kept "
         "beam is completed anew. True: each rollout once (under share_foresight the copies of a path share one vote; "
         "chosen on tuning questions, it lost 22 questions net on the fresh held-out set, docs/benchmarks.md). "
