@@ -352,6 +352,9 @@ def serve(
     work_budget: serve_cli.WorkBudgetOption = None,
     request_timeout: serve_cli.RequestTimeoutOption = None,
     fair_share_tokens: serve_cli.FairShareTokensOption = None,
+    on_backend_death: serve_cli.OnBackendDeathOption = None,
+    reload_attempts: serve_cli.ReloadAttemptsOption = None,
+    reload_backoff: serve_cli.ReloadBackoffOption = None,
 ) -> None:
     flags = {**setting_flags(locals()), "scheduling": scheduling}
     server_flags = {
@@ -360,7 +363,8 @@ def serve(
         "shutdown_timeout": shutdown_timeout, "limit_step_beam_size": limit_step_beam_size,
         "limit_num_rollouts": limit_num_rollouts, "limit_max_steps": limit_max_steps,
         "limit_max_tokens": limit_max_tokens, "work_budget": work_budget, "request_timeout": request_timeout,
-        "fair_share_tokens": fair_share_tokens,
+        "fair_share_tokens": fair_share_tokens, "on_backend_death": on_backend_death,
+        "reload_attempts": reload_attempts, "reload_backoff": reload_backoff,
     }
     try:
         settings, sources = resolve_settings(flags)

@@ -128,8 +128,9 @@ def wait_exit(process: subprocess.Popen, seconds: float) -> float | None:
     return None
 
 
-def engine_core(pid: int) -> Any:
-    """The ``psutil.Process`` of vLLM's engine core among ``pid``'s descendants (its title names it).
+def engine_core(pid: int, exclude: set[int] = frozenset()) -> Any:
+    """The ``psutil.Process`` of vLLM's engine core among ``pid``'s descendants (its title names it), not one of
+    the PIDs in ``exclude`` (engines started before).
 
     Raises:
         LookupError: none is found.
@@ -137,6 +138,8 @@ def engine_core(pid: int) -> Any:
     import psutil
 
     for child in psutil.Process(pid).children(recursive=True):
+        if child.pid in exclude:
+            continue
         try:
             if "EngineCore" in child.name() or any("EngineCore" in part for part in child.cmdline()):
                 return child

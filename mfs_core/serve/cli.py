@@ -17,6 +17,7 @@ __all__ = [
     "HostOption", "MaxBodyBytesOption", "MaxMessagesOption", "PortOption", "QueueSizeOption", "ServedModelNameOption",
     "ServerApiKeyOption", "ShutdownTimeoutOption", "LimitMaxStepsOption", "LimitMaxTokensOption",
     "LimitNumRolloutsOption", "LimitStepBeamSizeOption", "FairShareTokensOption", "RequestTimeoutOption", "WorkBudgetOption", "server_settings",
+    "OnBackendDeathOption", "ReloadAttemptsOption", "ReloadBackoffOption",
 ]
 
 logger = logging.getLogger("mfs_core.serve")
@@ -81,6 +82,22 @@ FairShareTokensOption = Annotated[
     Optional[int], typer.Option(help="Lockstep fair share: output tokens a newcomer is served alone ahead of a large "
                                      "running request (0: every decode in every call).",
                                 show_default="MFS_SERVER_FAIR_SHARE_TOKENS, else 4096")
+]
+
+
+OnBackendDeathOption = Annotated[
+    Optional[str], typer.Option(help="Once the backend cannot serve (vLLM's engine core died, a fatal device error, every "
+                                     "HTTP replica down): 'exit' drains and exits with status 2 for a supervisor to "
+                                     "restart it; 'reload' loads the backend again in-process (bounded, backed off).",
+                                show_default="MFS_SERVER_ON_BACKEND_DEATH, else exit")
+]
+ReloadAttemptsOption = Annotated[
+    Optional[int], typer.Option(help="Most reloads of a dead backend in a row (--on-backend-death reload); then exit.",
+                                show_default="MFS_SERVER_RELOAD_ATTEMPTS, else 3")
+]
+ReloadBackoffOption = Annotated[
+    Optional[float], typer.Option(help="Seconds before the first reload attempt; doubles each attempt (at most 60).",
+                                  show_default="MFS_SERVER_RELOAD_BACKOFF, else 2")
 ]
 
 
