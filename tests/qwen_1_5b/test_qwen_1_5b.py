@@ -1,0 +1,91 @@
+"""Qwen2.5-Coder-1.5B-Instruct from the package index on the transformers backend: loading with the
+hash checks, one greedy answer, and a tool call under the defaults through ``ChatMFS.bind_tools``.
+
+The engine runs in bfloat16 (``dtype="bfloat16"``: 3.6 GB of weights, against 7.1 GB in float32,
+which a 2-core test machine shared with a vLLM benchmark cannot hold); the converted checkpoint
+itself is float32. Marked ``qwen_1_5b`` and ``slow``; skips without the ``[qwen-1-5b]`` packages.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.qwen_1_5b.conftest import QUESTION, QWEN_1_5B, multiply, parts_installed
+
+if not parts_installed():
+    pytest.skip('needs pip install "mfs-decoding[qwen-1-5b]"', allow_module_level=True)
+
+from mfs_core import MFSSettings
+from mfs_core.models import PACKAGED_MODELS
+from tests.packaged_models import packaged_engine, spy_prompts
+
+pytestmark = [pytest.mark.qwen_1_5b, pytest.mark.slow]
+
+SETTINGS = {"device": "cpu", "dtype": "bfloat16", "seed": 0}
+
+
+@pytest.fixture(scope="module")
+def engine(qwen_1_5b_cache: Path) -> Iterator[Any]:
+    """An :class:`~mfs_core.MFSEngine` on the model (transformers, CPU, bfloat16), closed after this module."""
+    with packaged_engine(QWEN_1_5B, qwen_1_5b_cache, dtype="bfloat16") as opened:
+        yield opened
+    gc.collect()
+
+
+def test_the_parts_are_joined_checked_and_converted_to_a_float32_checkpoint(engine: Any) -> None:
+    import torch
+
+    from mfs_core.tools import renders_tools
+
+    backend = engine.backend
+    assert backend.num_parameters == 1_777_088_000  # the GGUF file keeps a separate output matrix
+    assert {p.dtype for p in backend.model.parameters()} == {torch.bfloat16}
+    folder = Path(backend.model.name_or_path)
+    assert folder.name.startswith("qwen2.5-coder-1.5b-instruct-cc324af070c2-")
+    index = json.loads((folder / "model.safetensors.index.json").read_text())
+    shards = sorted(set(index["weight_map"].values()))
+    assert shards == [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]
+    assert index["metadata"]["total_size"] == 4 * 1_777_088_000  # float32 on disk
+    config = json.loads((folder / "config.json").read_text())
+    assert config["num_hidden_layers"] == 28 and config["model_type"] == "qwen2" and "quantization_config" not in config
+    spec = PACKAGED_MODELS[QWEN_1_5B]
+    joined = folder.parent / "parts" / f"{QWEN_1_5B}-{spec.sha256[:12]}.gguf"
+    digest = hashlib.sha256()
+    with joined.open("rb") as handle:
+        assert handle.read(4) == b"GGUF"
+        handle.seek(0)
+        while chunk := handle.read(1 << 22):
+            digest.update(chunk)
+    assert joined.stat().st_size == spec.size and digest.hexdigest() == spec.sha256
+    assert renders_tools(backend)  # Qwen's template renders tools (Hermes <tool_call>)
+    prompt = backend.apply_chat_template([{"role": "user", "content": "What is 2 + 3?"}])
+    assert prompt.endswith("<|im_start|>user\nWhat is 2 + 3?<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_a_greedy_answer(engine: Any) -> None:
+    settings = MFSSettings(model=QWEN_1_5B, max_answer_tokens=128, **SETTINGS)
+    result = engine.decode([QUESTION], settings=settings, method="cot")[0]
+    print(repr(result.text), result.answer, result.output_tokens)
+    assert result.answer == "7"
+    assert 0 < result.output_tokens <= 128
+
+
+def test_bound_tools_under_the_defaults_give_a_tool_call(engine: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bind_tools([multiply]).invoke(...)`` as a new user writes it, greedy (``cot``)."""
+    from langchain_core.tools import tool
+
+    from langchain_mfs import ChatMFS
+
+    prompts = spy_prompts(engine, monkeypatch)
+    chat = ChatMFS(engine=engine, model=QWEN_1_5B, method="cot", max_answer_tokens=48, **SETTINGS)
+    reply = chat.bind_tools([tool(multiply)]).invoke("What is 23 times 17? Use the multiply tool.")
+    print(repr(reply.content), reply.tool_calls)
+    assert prompts[0].endswith("<|im_start|>assistant\n")  # the template's generation prompt, no prefix
+    assert [(c["name"], c["args"]) for c in reply.tool_calls] == [("multiply", {"a": 23, "b": 17})]
