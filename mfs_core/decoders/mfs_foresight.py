@@ -191,7 +191,8 @@ def joined_rollout(window: Continuation, rest: Continuation, end_marker: str) ->
         text, finish, stop = text[:cut], "stop", end_marker
     return replace(
         window, text=text, token_ids=window.token_ids + rest.token_ids,
-        logprob_sum=window.logprob_sum + rest.logprob_sum, finish_reason=finish, stop_reason=stop, token_confidences=window.token_confidences + rest.token_confidences,
+        logprob_sum=window.logprob_sum + rest.logprob_sum, finish_reason=finish, stop_reason=stop,
+        token_confidences=window.token_confidences + rest.token_confidences,
     )
 
 

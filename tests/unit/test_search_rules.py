@@ -15,6 +15,7 @@ import pytest
 
 from mfs_core import MFSEngine, MFSSettings
 from mfs_core.decoders import PAPER_RULES
+from mfs_core.decoders.mfs_foresight import joined_rollout
 from tests.scripted import ScriptedBackend, continuation
 from tests.trace_invariants import assert_trace
 from tests.unit.test_mfs_decoder import END, ROLLOUTS, STEP_STOP, STEPS, scripted_model
@@ -83,6 +84,16 @@ def test_without_a_window_f_is_the_whole_rollouts_and_a_long_window_changes_noth
     # the rollouts end (5 tokens) before the window: scored over all their tokens, no second round
     assert [c.foresight_quality for c in long.steps[0].candidates[:2]] == pytest.approx([-1.28, -1.36])
     assert len(long_backend.calls) == len(backend.calls)
+
+
+def test_joined_rollout_adds_the_parts_and_cuts_an_end_marker_split_across_them():
+    window = continuation("x = 2 <end_of", logprobs=[-0.1, -0.2], finish_reason="length", prompt_tokens=7)
+    rest = continuation("_reasoning> more", logprobs=[-1.0, -2.0, -3.0], finish_reason="length")
+    joined = joined_rollout(window, rest, END)
+    assert (joined.text, joined.finish_reason, joined.stop_reason) == ("x = 2 ", "stop", END)
+    assert (joined.num_tokens, joined.logprob_sum, joined.prompt_tokens) == (5, pytest.approx(-6.3), 7)
+    whole = joined_rollout(window, continuation("_x", logprobs=[-1.0], stop_reason=END), END)
+    assert (whole.text, whole.finish_reason, whole.stop_reason) == ("x = 2 <end_of_x", "stop", END)
 
 
 # --- (b) the anytime-valid answer stop, beside or instead of eq. 12 -------------------------------
