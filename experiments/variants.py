@@ -54,7 +54,7 @@ def _mfs(name: str, **overrides: object) -> DecoderSpec:
 
 RULE_VALUES = {"foresight_window": 32, "answer_stop_alpha": 0.1, "vote_quality_beta": 5.0, "sc_round_size": 4,
                "sc_k": 16}
-"""The one value each of issue 64's rules is tried at, fixed before any run: W = 32 tokens (the longest window
+"""The one value each of the rules aimed at MFS's measured failures is tried at, fixed before any run: W = 32 tokens (the longest window
 the GSM8K test bed measured, as ``deepconf_window``); α = 0.1 (one answer drawn 8 times in a row certifies it);
 β = 5 per nat per token (the ``exp(5F)`` the issue tried over kept SC samples); SC in rounds of 4 (ESC's window)
 up to k = 16 (the top of the bench's SC curve)."""
@@ -91,7 +91,7 @@ VARIANTS: tuple[DecoderSpec, ...] = (
     _mfs("mfs-weighted-answer-stop", vote_rollouts="weighted", answer_stop_confidence=0.95),
     _mfs("mfs-reuse-only", **PAPER_RULES, share_foresight=False, reuse_rollouts=True),
     _mfs("mfs-share-reuse", **PAPER_RULES, share_foresight=True, reuse_rollouts=True),
-    # issue 64 item 3: the rules aimed at the measured failures, one value each (RULE_VALUES), to be chosen
+    # the rules aimed at the measured failures, one value each (RULE_VALUES), to be chosen
     # on GSM8K tuning questions 0-199 by the rule written in experiments/benchmarks/rules_tuning.py
     _mfs("mfs-window", foresight_window=_W),
     _mfs("mfs-anytime-stop", answer_stop_alpha=_ALPHA, convergence_stop=False),

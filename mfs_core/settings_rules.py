@@ -1,4 +1,4 @@
-"""The descriptions and the cross-field rule of the settings of issue 64's search rules.
+"""The descriptions and the cross-field rule of the settings of the search rules aimed at MFS's measured failures.
 
 :class:`mfs_core.settings.MFSSettings` declares the fields (``foresight_window``, ``answer_stop_alpha``,
 ``convergence_stop``, ``vote_quality_beta`` in its MFS section, ``sc_round_size`` beside ESC's); their

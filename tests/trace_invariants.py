@@ -26,7 +26,7 @@ equations):
   (the answer is a most frequent completion answer, its share = count / paths; with
   ``vote_rollouts="weighted"`` both counted by ``completion_weights``, which are recomputed from
   the candidates each rollout stands for, times ``exp(β (F - max F))`` with ``vote_quality_beta``);
-* the rules of issue 64: no convergence stop with ``convergence_stop`` off; an ``answer_certified``
+* the search rules aimed at the measured failures: no convergence stop with ``convergence_stop`` off; an ``answer_certified``
   stop only with ``answer_stop_alpha`` and, when the vote is over every rollout, an answer whose
   mixture e-value ``2^(x+y+1) B(x+1, y+1) P(Beta(x+1, y+1) > 1/2)`` (its draws but the first, the
   most frequent other's) reaches ``j (j + 1) / α`` (restated here with scipy).

@@ -1,4 +1,4 @@
-"""Issue 64 item 3: choose among the rules aimed at MFS's measured failures on tuning questions, against SC's curve.
+"""Choose among the rules aimed at MFS's measured failures on tuning questions, against SC's curve.
 
 Pre-registered decision rule, written 2026-12-07 before any run of these candidates (none has run on any
 question; nothing below may change after the first record is written, and :func:`rules_verdict` implements it)
@@ -51,7 +51,7 @@ nothing is tuned after the held-out run. The voting winner runs on the same held
 ESC and is offered as opt-in settings (``sc``'s and ``esc``'s defaults stay). **If nothing passes**, the
 defaults stay as they are, no candidate runs on held-out questions, the tuning table is reported with every
 candidate's margin, and the choice of which method to recommend on a small model follows the held-out curves
-of the existing methods (issue 64 item 4). A run of another model on these questions is reported beside this
+of the existing methods. A run of another model on these questions is reported beside this
 one and does not change the verdict.
 """
 

@@ -1,4 +1,4 @@
-"""Issue 64's pre-registered decision rule (experiments/benchmarks/rules_tuning.py) on hand-made numbers.
+"""The pre-registered decision rule (experiments/benchmarks/rules_tuning.py) on hand-made numbers.
 
 SC's curve in every case: ``[(300, 0.20), (4800, 0.36)]`` on 200 questions, linear in log tokens, so SC at
 600 tokens is 0.20 + 0.16 · ln 2 / ln 16 = 0.24 and at 1,200 tokens 0.20 + 0.16 · ln 4 / ln 16 = 0.28.

@@ -47,7 +47,7 @@ def decode_esc(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
     majority over every sample, ties broken by the highest mean log-prob per token
     (:func:`~mfs_core.decoders.common.finish_result`, ``settings.aggregation`` applies).
 
-    Two settings change the rule (issue 64, both off by default): ``answer_stop_alpha`` replaces the
+    Two settings change the rule (both off by default): ``answer_stop_alpha`` replaces the
     unanimity test by the anytime-valid one over every sample so far
     (:func:`~mfs_core.martingale.anytime_lead`: an answer certified as the most likely at level α,
     ``stop_reason="answer_certified"``), and ``vote_quality_beta`` weights each sample's vote by

@@ -110,7 +110,7 @@ def decode_mfs(prompt: str, settings: MFSSettings, answer_key: AnswerExtractor |
     ``softmax(V/T)`` (Algorithm 1). Each kept path is joined with the rollout it already
     has (no generate call after the stop) and the answers are put to the majority vote.
 
-    Issue 64's rules, all off by default: ``foresight_window`` scores a rollout by its first W tokens
+    The rules aimed at the measured failures, all off by default: ``foresight_window`` scores a rollout by its first W tokens
     (:func:`~mfs_core.decoders.mfs_foresight.sample_windowed`); ``answer_stop_alpha`` stops once an
     answer of the rollouts and finished candidates seen is certified at level α
     (:func:`~mfs_core.martingale.anytime_lead`, ``stop_reason="answer_certified"``), beside eq. 12 or,

@@ -1,5 +1,5 @@
 """The anytime-valid answer stop and the quality-weighted vote against hand-computed numbers
-(issue 64 item 3: martingale.lead_evalue / anytime_lead, answers.quality_weights / first_seen_counts,
+(martingale.lead_evalue / anytime_lead, answers.quality_weights / first_seen_counts,
 and the settings that switch them on)."""
 
 import math

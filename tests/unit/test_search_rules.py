@@ -1,4 +1,4 @@
-"""Issue 64's rules in the decoders, against scripted backends with hand-computed numbers: F over a
+"""The search rules aimed at the measured failures, in the decoders, against scripted backends with hand-computed numbers: F over a
 fixed window of the rollout, the anytime-valid answer stop (beside or instead of eq. 12), the
 quality-weighted vote, and the same stop and vote for `sc` and `esc`.
 
