@@ -1,16 +1,16 @@
-"""What :class:`~langchain_mfs.MFSLLM` and :class:`~langchain_mfs.ChatMFS` share: the call path.
+"""What :class:`~langchain_mfs.MFSLLM` and :class:`~langchain_mfs.ChatMFS` share: LangChain's side of a call.
 
 The fields (:mod:`langchain_mfs._fields`) resolved once at construction (keyword arguments,
 then ``MFS_*`` environment variables, then the defaults, or the injected engine's settings),
-the engine that decodes them, per-call overrides, the decode's start and the wait for the
-engine's futures, and its events as LangChain callbacks (:mod:`langchain_mfs._events`). No
-decoding logic: that is :class:`~mfs_core.MFSEngine`'s.
+LangChain's call keywords handed to the call layer (:mod:`mfs_core.call`: settings, engine,
+prepare, submit, wait or stream, finish) and the decode's events as LangChain callbacks
+(:mod:`langchain_mfs._events`). No call or decoding logic: that is :mod:`mfs_core.call`'s and
+:class:`~mfs_core.MFSEngine`'s.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -20,33 +20,25 @@ from pydantic import PrivateAttr, ValidationError, model_validator
 
 from langchain_mfs._events import STEP_EVENT, STOP_EVENT, _EventSink, astream_with_run, stream_with_run
 from langchain_mfs._fields import SETTINGS_FIELDS, MFSFields
-from mfs_core.adapters import (
-    OwnedEngines, astream_events, await_results, check_engine, engine_for, rename_max_tokens, settings_from_fields,
-    stream_events, wait_results,
+from mfs_core.call import (
+    SETTING_KEYWORDS, Caller, CallKeywords, CallStream, EngineSource, check_engine, join_stops, memo_settings,
+    rename_max_tokens, settings_from_fields,
 )
-from mfs_core.errors import one_line, unknown_name_message
+from mfs_core.call.engines import ClosesOnExit
+from mfs_core.call.settings import SettingsMemo
 from mfs_core.decoders import get_decoder
 from mfs_core.engine import MFSEngine
+from mfs_core.errors import one_line, unknown_name_message
 from mfs_core.events import DecodeEvent
 from mfs_core.settings import MFSSettings
-from mfs_core.streaming import DecodeStream
-from mfs_core.tools.call import PreparedCall, stream_calls, submit_calls
-from mfs_core.types import DecodeResult
 
 # STEP_EVENT, STOP_EVENT, SETTINGS_FIELDS and the stream helpers stay importable from here
 __all__ = ["SETTINGS_FIELDS", "STEP_EVENT", "STOP_EVENT", "MFSParams", "astream_with_run", "stream_with_run"]
 
-_CALL_KEYS = (frozenset(SETTINGS_FIELDS) - {"api_key"}) | {"max_tokens", "method"}
-"""Keywords a call may set: every setting but the secret ``api_key`` (call keywords reach
-the ``invocation_params`` that tracing records), ``max_tokens`` and ``method``."""
-_FRAMEWORK_KEYS = frozenset({"stream"})  # LangChain's own call flag, not a model setting
-
-PrepareCalls = Callable[[MFSEngine, MFSSettings], list[PreparedCall]]
-"""Turns the call's input into prepared calls on the call's engine and settings
-(:func:`~mfs_core.tools.call.prepare_call` for chat, :func:`~mfs_core.tools.call.prepare_prompts` for text)."""
+_FRAMEWORK_KEYS = frozenset({"stream"})  # LangChain's own call flag, not a call keyword
 
 
-class MFSParams(MFSFields):
+class MFSParams(MFSFields, ClosesOnExit):
     """The MFS settings, engine and call plumbing shared by the LangChain classes.
 
     A mixin placed before the LangChain base class (``class MFSLLM(MFSParams, BaseLLM)``);
@@ -63,9 +55,8 @@ class MFSParams(MFSFields):
     call's keywords.
     """
 
-    _engine: MFSEngine | None = PrivateAttr(default=None)
-    _owned: OwnedEngines = PrivateAttr(default_factory=OwnedEngines)
-    _settings_cache: tuple[tuple[Any, ...], MFSSettings] | None = PrivateAttr(default=None)
+    _engines: EngineSource = PrivateAttr(default_factory=EngineSource)
+    _settings_memo: SettingsMemo | None = PrivateAttr(default=None)
 
     def __init__(self, *, engine: MFSEngine | None = None, **data: Any) -> None:
         """Build from keyword fields; ``engine`` injects an engine to decode with.
@@ -81,21 +72,18 @@ class MFSParams(MFSFields):
         Raises:
             TypeError: ``engine`` is not an :class:`MFSEngine`.
             ValueError: a backend setting given differs from the injected engine's (one line
-                naming the fields, :func:`mfs_core.adapters.check_engine`).
+                naming the fields, :func:`mfs_core.call.check_engine`).
             TypeError: an unknown argument (one line naming it and the closest valid name).
             pydantic.ValidationError: a bad value; one line naming the field, the value and
                 the allowed range (:class:`~mfs_core.errors.OneLineValidationError`).
         """
-        valid = set(type(self).model_fields) | {"max_tokens"}
-        valid |= {f.alias for f in type(self).model_fields.values() if f.alias}
+        data = rename_max_tokens(data)  # max_tokens, the frameworks' name, is max_answer_tokens
+        valid = set(type(self).model_fields) | {f.alias for f in type(self).model_fields.values() if f.alias}
         unknown = [name for name in data if name not in valid]
         if unknown:
-            raise TypeError(unknown_name_message(type(self).__name__, unknown, valid))
-        data = rename_max_tokens(data)
+            raise TypeError(unknown_name_message(type(self).__name__, unknown, valid | {"max_tokens"}))
+        engines = EngineSource(engine, owner=type(self).__name__)  # TypeError for what is no MFSEngine
         if engine is not None:
-            if not isinstance(engine, MFSEngine):
-                msg = f"engine must be an MFSEngine, got {type(engine).__name__}"
-                raise TypeError(msg)
             data = {**engine.settings.model_dump(), **data}
         try:
             super().__init__(**data)
@@ -103,8 +91,8 @@ class MFSParams(MFSFields):
             raise one_line(exc, MFSSettings) from None
         if engine is not None:
             check_engine(engine, self.settings, type(self).__name__)
-        self._engine = engine
-        self._owned.bind(self)  # a dropped instance closes the engines it made (not an injected one)
+        self._engines = engines
+        engines.bind(self)  # a dropped instance closes the engines it made (not an injected one)
 
     @model_validator(mode="before")
     @classmethod
@@ -124,28 +112,16 @@ class MFSParams(MFSFields):
     # --- what the instance decodes with ------------------------------------------------
     @property
     def settings(self) -> MFSSettings:
-        """The :class:`MFSSettings` the fields describe (rebuilt when a field changes)."""
-        values = tuple(getattr(self, name) for name in SETTINGS_FIELDS)
-        cached = self._settings_cache
-        if cached is None or cached[0] != values:
-            cached = (values, MFSSettings.from_values(dict(zip(SETTINGS_FIELDS, values))))  # no I/O
-            self._settings_cache = cached
-        return cached[1]
+        """The :class:`MFSSettings` the fields describe (rebuilt when a field changes; no environment read)."""
+        values = {name: getattr(self, name) for name in SETTINGS_FIELDS}
+        self._settings_memo = memo_settings(self._settings_memo, values, None)
+        return self._settings_memo[1]
 
     @property
     def engine(self) -> MFSEngine:
         """The engine that decodes: the injected one, else the one shared by every instance
         with the same backend settings (the model loads on first access)."""
-        return self._engine_for(self.settings)
-
-    def _engine_for(self, settings: MFSSettings) -> MFSEngine:
-        """The engine that decodes ``settings``: the injected one (refused when the backend
-        settings differ, :func:`mfs_core.adapters.check_engine`), else this instance's engine on
-        the shared backend, one per backend settings, made on first use and closed with this
-        instance (:class:`mfs_core.adapters.OwnedEngines`)."""
-        if self._engine is not None:
-            return engine_for(settings, self._engine, owner=type(self).__name__)
-        return self._owned.get(settings)
+        return self._engines.get(self.settings)
 
     def close(self) -> None:
         """Close the engines this instance made (an injected engine stays open: its owner closes it).
@@ -155,13 +131,7 @@ class MFSParams(MFSFields):
         engine. Also done when the instance is garbage-collected or the interpreter exits, and by
         ``with ChatMFS(...) as chat:``.
         """
-        self._owned.close()
-
-    def __enter__(self) -> Any:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        self._engines.close()
 
     @property
     def lc_secrets(self) -> dict[str, str]:
@@ -185,9 +155,9 @@ class MFSParams(MFSFields):
         params["ls_provider"] = "mfs"
         kwargs = rename_max_tokens(kwargs)
         params["ls_max_tokens"] = kwargs.get("max_answer_tokens") or self.max_answer_tokens
-        stops = self._stops(stop)
+        stops = join_stops(self.stop, stop)
         if stops:
-            params["ls_stop"] = stops
+            params["ls_stop"] = list(stops)
         return params
 
     def get_token_ids(self, text: str) -> list[int]:
@@ -213,13 +183,6 @@ class MFSParams(MFSFields):
         return self.engine.backend.count_tokens(text)
 
     # --- calls -------------------------------------------------------------------------
-    def _stops(self, stop: Sequence[str] | None) -> list[str]:
-        """The instance's stop sequences followed by the call's, without repeats."""
-        if isinstance(stop, str):
-            msg = f"stop must be a list of strings, got the string {stop!r}"
-            raise TypeError(msg)
-        return list(dict.fromkeys([*(self.stop or []), *(stop or [])]))
-
     def _convert_input(self, model_input: Any) -> Any:
         """LangChain's input coercion, with a one-line ``TypeError`` for what it cannot take.
 
@@ -238,21 +201,22 @@ class MFSParams(MFSFields):
             raise TypeError(msg)
         return super()._convert_input(model_input)  # type: ignore[misc]
 
-    def _call_settings(self, kwargs: dict[str, Any]) -> tuple[MFSSettings, str]:
-        """Settings and decoder of one call: the instance's, changed by the call's keywords.
+    def _caller(self) -> Caller:
+        """The call layer's view of this instance: its engines, settings, decoder, stop sequences, timeout."""
+        return Caller(self._engines, self.settings, self.method, tuple(self.stop or ()), self.timeout)
+
+    def _call_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The call keywords of LangChain's ``kwargs`` (``ChatMFS`` also converts its tools)."""
+        return {key: value for key, value in kwargs.items() if key not in _FRAMEWORK_KEYS}
+
+    def _keywords(self, kwargs: dict[str, Any], stop: Sequence[str] | None) -> CallKeywords:
+        """The call's keywords, checked (:meth:`mfs_core.call.CallKeywords.parse`).
 
         Raises:
-            TypeError: a keyword that is neither a setting nor ``method`` (listing them).
-            ValueError / pydantic.ValidationError: a bad value or an unknown decoder.
+            TypeError: a keyword that is not a call keyword (listing them); a bad ``stop``.
+            ValueError: an unknown decoder, a bad ``response_format``.
         """
-        kwargs = {key: value for key, value in kwargs.items() if key not in _FRAMEWORK_KEYS}
-        unknown = sorted(set(kwargs) - _CALL_KEYS)
-        if unknown:
-            msg = f"unknown keyword arguments {unknown}; a call takes MFS settings ({', '.join(SETTINGS_FIELDS)}), max_tokens and method"
-            raise TypeError(msg)
-        method = kwargs.pop("method", self.method)
-        get_decoder(method)
-        return settings_from_fields(rename_max_tokens(kwargs), base=self.settings), method
+        return CallKeywords.parse(self._call_kwargs(kwargs), owner=type(self).__name__, stop=stop)
 
     def _with_call_settings(self, kwargs: dict[str, Any]) -> tuple[MFSParams, dict[str, Any]]:
         """This instance with the call's setting keywords applied, and the other keywords.
@@ -263,66 +227,19 @@ class MFSParams(MFSFields):
         Raises:
             ValueError / pydantic.ValidationError: a bad value or an unknown decoder.
         """
-        setting_keys = [key for key in kwargs if key in _CALL_KEYS]
+        setting_keys = [key for key in kwargs if key in SETTING_KEYWORDS]
         if not setting_keys:
             return self, kwargs
-        settings, method = self._call_settings({key: kwargs[key] for key in setting_keys})
+        keywords = CallKeywords.parse({key: kwargs[key] for key in setting_keys}, owner=type(self).__name__)
+        settings = keywords.settings_on(self.settings)
         update = {name: getattr(settings, name) for name in SETTINGS_FIELDS}
         rest = {key: value for key, value in kwargs.items() if key not in setting_keys}
-        changed = self.model_copy(update={**update, "method": method})
-        changed._settings_cache = (tuple(update.values()), settings)  # resolved once per call, not again by .settings
+        changed = self.model_copy(update={**update, "method": keywords.method or self.method})
+        changed._settings_memo = (tuple(update.values()), settings)  # resolved once per call, not again by .settings
         return changed, rest
 
-    def _decode(self, prepare: PrepareCalls, kwargs: dict[str, Any]) -> tuple[list[DecodeResult], list[PreparedCall], str]:
-        """Prepare the call's prompts (``prepare``, on the call's engine and settings), decode them
-        together, wait; the results, the prepared calls (each finishes its result:
-        :meth:`~mfs_core.tools.call.PreparedCall.finish`) and the model name.
-
-        Raises:
-            DecodeTimeoutError: the decodes did not finish within ``timeout`` seconds (a TimeoutError).
-            The first exception among the decodes (the others are abandoned).
-        """
-        settings, method = self._call_settings(kwargs)
-        engine = self._engine_for(settings)
-        calls = prepare(engine, settings)
-        futures = submit_calls(engine, calls, settings, method=method)
-        return wait_results(futures, self.timeout), calls, engine.backend.model_name
-
-    async def _adecode(
-        self, prepare: PrepareCalls, kwargs: dict[str, Any]
-    ) -> tuple[list[DecodeResult], list[PreparedCall], str]:
-        """Async :meth:`_decode`: loading, rendering and decoding never block the event loop."""
-        settings, method = self._call_settings(kwargs)
-
-        def start() -> tuple[MFSEngine, list[PreparedCall]]:
-            engine = self._engine_for(settings)  # may load the model
-            return engine, prepare(engine, settings)
-
-        engine, calls = await asyncio.to_thread(start)
-        futures = submit_calls(engine, calls, settings, method=method)
-        # A timeout or a cancelled task abandons the decodes: the engine drops them at its next round.
-        return await await_results(futures, self.timeout), calls, engine.backend.model_name
-
-    def _open_stream(self, prepare: PrepareCalls, kwargs: dict[str, Any]) -> tuple[DecodeStream, PreparedCall, str]:
-        """Prepare the call's one prompt and start its decode; its event stream, the prepared
-        call and the model name.
-
-        Raises:
-            As :meth:`_decode`, before the decode starts.
-        """
-        settings, method = self._call_settings(kwargs)
-        engine = self._engine_for(settings)
-        calls = prepare(engine, settings)
-        return stream_calls(engine, calls, settings, method=method), calls[0], engine.backend.model_name
-
-    async def _aopen_stream(
-        self, prepare: PrepareCalls, kwargs: dict[str, Any]
-    ) -> tuple[DecodeStream, PreparedCall, str]:
-        """Async :meth:`_open_stream`: loading and rendering run off the event loop."""
-        return await asyncio.to_thread(self._open_stream, prepare, kwargs)
-
-    def _events(self, stream: DecodeStream, run_manager: CallbackManagerForLLMRun | None) -> Iterator[DecodeEvent]:
-        """The stream's events, each first fired as a custom callback event (:class:`_EventSink`).
+    def _events(self, call: CallStream, run_manager: CallbackManagerForLLMRun | None) -> Iterator[DecodeEvent]:
+        """The call's events, each first fired as a custom callback event (:class:`_EventSink`).
 
         Call it at the start of ``_stream`` (before its first yield): the sink is chosen then.
 
@@ -331,27 +248,25 @@ class MFSParams(MFSFields):
             The decode's exception, after its last event.
         """
         sink = _EventSink(run_manager, is_async=False)
-        return self._fired(stream, sink)
+        return self._fired(call, sink)
 
-    def _fired(self, stream: DecodeStream, sink: _EventSink) -> Iterator[DecodeEvent]:
-        for event in stream_events(stream, self.timeout):  # a timeout or an early close abandons the decode
+    @staticmethod
+    def _fired(call: CallStream, sink: _EventSink) -> Iterator[DecodeEvent]:
+        for event in call.events():  # a timeout or an early close abandons the decode
             sink.fire(event)
             yield event
 
-    def _aevents(
-        self, stream: DecodeStream, run_manager: AsyncCallbackManagerForLLMRun | None
-    ) -> AsyncIterator[DecodeEvent]:
+    def _aevents(self, call: CallStream, run_manager: AsyncCallbackManagerForLLMRun | None) -> AsyncIterator[DecodeEvent]:
         """Async :meth:`_events`: awaits the engine without blocking the event loop."""
         sink = _EventSink(run_manager, is_async=True)
-        return self._afired(stream, sink)
+        return self._afired(call, sink)
 
-    async def _afired(self, stream: DecodeStream, sink: _EventSink) -> AsyncIterator[DecodeEvent]:
-        events = astream_events(stream, self.timeout)  # a timeout or a cancelled task abandons the decode
+    @staticmethod
+    async def _afired(call: CallStream, sink: _EventSink) -> AsyncIterator[DecodeEvent]:
+        events = call.aevents()  # a timeout or a cancelled task abandons the decode
         try:
             async for event in events:
                 await sink.afire(event)
                 yield event
         finally:
-            await events.aclose()
-
-
+            await events.aclose()  # type: ignore[attr-defined]

@@ -1,7 +1,7 @@
 """The LangChain fields of :class:`~langchain_mfs.MFSLLM` and :class:`~langchain_mfs.ChatMFS`.
 
 Every :class:`~mfs_core.settings.MFSSettings` field, derived from the settings (same name,
-type, default and description, :func:`mfs_core.adapters.settings_fields`: nothing copied by
+type, default and description, :func:`mfs_core.call.settings_fields`: nothing copied by
 hand, so a setting added there is a field here), then the adapter's own ``method``, ``stop``
 and ``timeout``. How the fields are filled (keywords, ``MFS_*`` variables, an injected
 engine) and used is :class:`~langchain_mfs._base.MFSParams`'s.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, create_model
 
-from mfs_core.adapters import settings_fields
+from mfs_core.call import settings_fields
 from mfs_core.settings import MFSSettings
 
 __all__ = ["SETTINGS_FIELDS", "MFSFields"]

@@ -1,9 +1,8 @@
 """LangChain's side of tool calling and structured output for :class:`~langchain_mfs.ChatMFS`.
 
-Framework types only: what a call's keyword arguments ask for (tools, tool choice, response
-format), the parsed completion as ``AIMessage`` tool calls, and the output parsers of
-``with_structured_output``. Rendering, the vote over actions and the tool-call parsers are
-:mod:`mfs_core.tools`'.
+Framework types only: a call's tool keywords converted for :class:`mfs_core.call.CallKeywords`,
+the parsed completion as ``AIMessage`` tool calls, and the output parsers of ``with_structured_output``.
+Rendering, the vote over actions and the tool-call parsers are :mod:`mfs_core.tools`'.
 """
 
 from __future__ import annotations
@@ -20,40 +19,34 @@ from pydantic import ValidationError
 from pydantic.v1 import ValidationError as ValidationErrorV1
 
 from mfs_core.tools import StructuredOutputError, extract_json, validate_json
-from mfs_core.tools.call import ResponseFormat, ToolKwargs
 from mfs_core.tools.parsers import ParsedOutput
 
 __all__ = [
-    "ToolKwargs",
+    "call_tool_kwargs",
     "json_schema_of",
     "message_tool_fields",
     "parse_json_output",
     "parse_tool_output",
-    "pop_tool_kwargs",
     "tool_call_chunks",
     "tools_to_openai",
 ]
 
-# Keywords a call may carry besides MFS settings: what bind_tools / with_structured_output bind.
-_TOOL_KEYS = ("tools", "tool_choice", "parallel_tool_calls", "strict", "response_format", "ls_structured_output_format")
+_IGNORED_KEYS = ("parallel_tool_calls", "strict", "ls_structured_output_format")
+"""What ``bind_tools`` / ``with_structured_output`` bind beside the call keywords: accepted, not enforced
+(a completion may write several calls; ``strict`` was applied when the tools were converted)."""
 
 
-def pop_tool_kwargs(kwargs: dict[str, Any]) -> ToolKwargs:
-    """Remove the tool keywords from ``kwargs`` (changed in place) and return them.
+def call_tool_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` as :class:`mfs_core.call.CallKeywords` reads them: ``tools`` converted to OpenAI tools
+    (``convert_to_openai_tool``), LangChain's own :data:`_IGNORED_KEYS` left out; the rest as given.
 
-    ``parallel_tool_calls`` and ``strict`` are accepted and not enforced: a completion may
-    write several calls. Arguments are sampled under their schema's grammar when
-    ``constrain_actions`` is on (the default; Hermes call format), else parsed afterwards.
-
-    Raises:
-        ValueError: a ``response_format`` that is not ``{"type": "json_schema" |
-            "json_mode", "schema": ...}``.
+    Arguments are sampled under their schema's grammar when ``constrain_actions`` is on (the default;
+    Hermes call format), else parsed afterwards.
     """
-    popped = {key: kwargs.pop(key) for key in _TOOL_KEYS if key in kwargs}
-    tools = popped.get("tools")
-    converted = [convert_to_openai_tool(tool) for tool in tools] if tools else None
-    response_format = ResponseFormat.coerce(popped.get("response_format"))
-    return ToolKwargs(tools=converted, tool_choice=popped.get("tool_choice"), response_format=response_format)
+    converted = {key: value for key, value in kwargs.items() if key not in _IGNORED_KEYS}
+    if converted.get("tools"):
+        converted["tools"] = [convert_to_openai_tool(tool) for tool in converted["tools"]]
+    return converted
 
 
 def message_tool_fields(parsed: ParsedOutput) -> dict[str, Any]:

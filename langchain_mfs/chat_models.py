@@ -14,23 +14,20 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableMap, RunnablePassthrough
 from pydantic import ConfigDict
 
-from langchain_mfs._base import MFSParams, PrepareCalls, astream_with_run, stream_with_run
+from langchain_mfs._base import MFSParams, astream_with_run, stream_with_run
 from langchain_mfs._structured import (
+    call_tool_kwargs,
     json_schema_of,
     message_tool_fields,
     parse_json_output,
     parse_tool_output,
-    pop_tool_kwargs,
     tool_call_chunks,
     tools_to_openai,
 )
-from mfs_core.adapters import chat_message, result_metadata, stream_chunks, token_usage
-from mfs_core.engine import MFSEngine
+from mfs_core.call import ChatInput, Reply, chat_message, prepare_call
 from mfs_core.events import StopEvent
-from mfs_core.settings import MFSSettings
 from mfs_core.streaming import ReasoningText
-from mfs_core.tools.call import PreparedCall, plan_call, prepare_call
-from mfs_core.types import DecodeResult
+from mfs_core.tools.plan import plan_call
 
 __all__ = ["ChatMFS", "to_chat_dicts"]
 
@@ -224,17 +221,9 @@ class ChatMFS(MFSParams, BaseChatModel):
         fallback = RunnablePassthrough.assign(parsed=lambda _: None)
         return RunnableMap(raw=llm) | parsed.with_fallbacks([fallback], exception_key="parsing_error")
 
-    def _preparer(self, messages: Sequence[BaseMessage], kwargs: dict[str, Any]) -> PrepareCalls:
-        """How the call is prepared once its engine and settings are known
-        (:func:`mfs_core.tools.call.prepare_call` with the call's tools and response format)."""
-        call = pop_tool_kwargs(kwargs)
-        chat = to_chat_dicts(messages)
-
-        def prepare(engine: MFSEngine, settings: MFSSettings) -> list[PreparedCall]:
-            return [prepare_call(engine, settings, chat, tools=call.tools, tool_choice=call.tool_choice,
-                                 response_format=call.response_format)]
-
-        return prepare
+    def _call_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The call keywords of LangChain's ``kwargs``, tools converted (:func:`~langchain_mfs._structured.call_tool_kwargs`)."""
+        return call_tool_kwargs(super()._call_kwargs(kwargs))
 
     # --- streaming entry points ---------------------------------------------------------
     def stream(
@@ -277,8 +266,8 @@ class ChatMFS(MFSParams, BaseChatModel):
             ToolsNotSupportedError: ``tools`` on a model whose template does not render them.
             TimeoutError: not done within ``timeout`` seconds.
         """
-        results, calls, model_name = self._decode(self._preparer(messages, kwargs), kwargs)
-        return self._chat_result(results[0], stop, model_name, calls[0])
+        [reply] = self._caller().run(ChatInput(to_chat_dicts(messages)), self._keywords(kwargs, stop))
+        return _chat_result(reply)
 
     async def _agenerate(
         self,
@@ -288,8 +277,8 @@ class ChatMFS(MFSParams, BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         """Async :meth:`_generate`: awaits the engine without blocking the event loop."""
-        results, calls, model_name = await self._adecode(self._preparer(messages, kwargs), kwargs)
-        return self._chat_result(results[0], stop, model_name, calls[0])
+        [reply] = await self._caller().arun(ChatInput(to_chat_dicts(messages)), self._keywords(kwargs, stop))
+        return _chat_result(reply)
 
     def _stream(
         self,
@@ -308,15 +297,15 @@ class ChatMFS(MFSParams, BaseChatModel):
         answer text; the last chunk has ``chunk_position="last"``, the usage, metadata and the
         tool calls as ``tool_call_chunks``.
         """
-        stream, call, model_name = self._open_stream(self._preparer(messages, kwargs), kwargs)
+        call = self._caller().stream(ChatInput(to_chat_dicts(messages)), self._keywords(kwargs, stop))
         reasoning = ReasoningText()
-        for event in self._events(stream, run_manager):
+        for event in self._events(call, run_manager):
             chunk = _reasoning_chunk(reasoning.delta(event))
             if run_manager:
                 run_manager.on_llm_new_token("", chunk=chunk)
             yield chunk
             if isinstance(event, StopEvent):
-                for chunk in self._chunks(event.result, stop, model_name, call):
+                for chunk in _answer_chunks(call.finish(event)):
                     if run_manager:
                         run_manager.on_llm_new_token(chunk.text, chunk=chunk)
                     yield chunk
@@ -329,57 +318,50 @@ class ChatMFS(MFSParams, BaseChatModel):
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
         """Async :meth:`_stream`: never blocks the event loop; the same chunks and events."""
-        stream, call, model_name = await self._aopen_stream(self._preparer(messages, kwargs), kwargs)
+        call = await self._caller().astream(ChatInput(to_chat_dicts(messages)), self._keywords(kwargs, stop))
         reasoning = ReasoningText()
-        async for event in self._aevents(stream, run_manager):
+        async for event in self._aevents(call, run_manager):
             chunk = _reasoning_chunk(reasoning.delta(event))
             if run_manager:
                 await run_manager.on_llm_new_token("", chunk=chunk)
             yield chunk
             if isinstance(event, StopEvent):
-                for chunk in self._chunks(event.result, stop, model_name, call):
+                for chunk in _answer_chunks(call.finish(event)):
                     if run_manager:
                         await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
                     yield chunk
 
-    # --- results -----------------------------------------------------------------------
-    def _parsed(self, result: DecodeResult, stop: list[str] | None, call: PreparedCall) -> tuple[str, Any]:
-        """The message text (calls removed when tools were rendered, cut at ``stop``) and the parse."""
-        return call.finish(result.text, self._stops(stop))
 
-    @staticmethod
-    def _response_metadata(model_name: str, parsed: Any) -> dict[str, Any]:
-        return {"model_name": model_name, "finish_reason": "tool_calls" if parsed.tool_calls else "stop"}
 
-    def _chat_result(self, result: DecodeResult, stop: list[str] | None, model_name: str,
-                     call: PreparedCall) -> ChatResult:
-        text, parsed = self._parsed(result, stop, call)
-        message = AIMessage(
-            content=text,
-            usage_metadata=_usage_metadata(result),
-            response_metadata=self._response_metadata(model_name, parsed),
-            **message_tool_fields(parsed),
-        )
-        generation = ChatGeneration(message=message, generation_info=result_metadata(result))
-        return ChatResult(
-            generations=[generation], llm_output={"token_usage": token_usage(result), "model_name": model_name}
-        )
+def _response_metadata(reply: Reply) -> dict[str, Any]:
+    return {"model_name": reply.model_name, "finish_reason": reply.finish_reason}
 
-    def _chunks(
-        self, result: DecodeResult, stop: list[str] | None, model_name: str, call: PreparedCall
-    ) -> Iterator[ChatGenerationChunk]:
-        text, parsed = self._parsed(result, stop, call)
-        pieces = list(stream_chunks(text)) or [""]
-        for piece in pieces[:-1]:
-            yield ChatGenerationChunk(message=AIMessageChunk(content=piece))
-        last = AIMessageChunk(
-            content=pieces[-1],
-            usage_metadata=_usage_metadata(result),
-            response_metadata=self._response_metadata(model_name, parsed),
-            tool_call_chunks=tool_call_chunks(parsed),
-            chunk_position="last",
-        )
-        yield ChatGenerationChunk(message=last, generation_info=result_metadata(result))
+
+def _chat_result(reply: Reply) -> ChatResult:
+    """The ``ChatResult`` of a finished call: one ``AIMessage`` with usage, metadata and tool calls."""
+    message = AIMessage(
+        content=reply.text,
+        usage_metadata=_usage_metadata(reply),
+        response_metadata=_response_metadata(reply),
+        **message_tool_fields(reply.parsed),
+    )
+    generation = ChatGeneration(message=message, generation_info=reply.metadata)
+    return ChatResult(generations=[generation], llm_output={"token_usage": reply.usage, "model_name": reply.model_name})
+
+
+def _answer_chunks(reply: Reply) -> Iterator[ChatGenerationChunk]:
+    """The answer streamed: its text in chunks, the last one with usage, metadata and the tool calls."""
+    pieces = reply.chunks()
+    for piece in pieces[:-1]:
+        yield ChatGenerationChunk(message=AIMessageChunk(content=piece))
+    last = AIMessageChunk(
+        content=pieces[-1],
+        usage_metadata=_usage_metadata(reply),
+        response_metadata=_response_metadata(reply),
+        tool_call_chunks=tool_call_chunks(reply.parsed),
+        chunk_position="last",
+    )
+    yield ChatGenerationChunk(message=last, generation_info=reply.metadata)
 
 
 def _reasoning_chunk(text: str) -> ChatGenerationChunk:
@@ -387,8 +369,8 @@ def _reasoning_chunk(text: str) -> ChatGenerationChunk:
     return ChatGenerationChunk(message=AIMessageChunk(content="", additional_kwargs={"reasoning_content": text}))
 
 
-def _usage_metadata(result: DecodeResult) -> UsageMetadata:
-    usage = token_usage(result)
+def _usage_metadata(reply: Reply) -> UsageMetadata:
+    usage = reply.usage
     return UsageMetadata(
         input_tokens=usage["prompt_tokens"], output_tokens=usage["completion_tokens"], total_tokens=usage["total_tokens"]
     )
@@ -398,7 +380,7 @@ def to_chat_dicts(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
     """LangChain messages as the neutral chat dicts of :func:`mfs_core.prompts.render_messages`.
 
     Roles by message type (human, ai, system, tool, function; a ``ChatMessage``'s own role)
-    through :func:`mfs_core.adapters.chat_message`; an ``AIMessage``'s ``tool_calls`` travel
+    through :func:`mfs_core.call.chat_message`; an ``AIMessage``'s ``tool_calls`` travel
     as ``tool_calls`` (``name``, ``arguments``, ``id``), a ``ToolMessage``'s ``tool_call_id``
     and ``name`` with it. Whether they reach the template natively or as text turns is
     decided when rendering (:func:`mfs_core.tools.rendering.template_messages`).

@@ -11,10 +11,8 @@ from langchain_core.outputs import Generation, GenerationChunk, LLMResult
 from pydantic import ConfigDict
 
 from langchain_mfs._base import MFSParams
-from mfs_core.adapters import result_metadata, stream_chunks, token_usage
+from mfs_core.call import Reply, TextInput
 from mfs_core.events import StopEvent
-from mfs_core.tools.call import PreparedCall, prepare_prompts
-from mfs_core.types import DecodeResult
 
 __all__ = ["MFSLLM"]
 
@@ -121,8 +119,7 @@ class MFSLLM(MFSParams, BaseLLM):
                 message names i); an unknown keyword or a bad setting.
             TimeoutError: not done within ``timeout`` seconds.
         """
-        results, calls, model_name = self._decode(lambda engine, settings: prepare_prompts(engine, settings, prompts), kwargs)
-        return self._llm_result(results, calls, stop, model_name)
+        return _llm_result(self._caller().run(TextInput(prompts), self._keywords(kwargs, stop)))
 
     async def _agenerate(
         self,
@@ -132,9 +129,7 @@ class MFSLLM(MFSParams, BaseLLM):
         **kwargs: Any,
     ) -> LLMResult:
         """Async :meth:`_generate`: awaits the engine without blocking the event loop."""
-        results, calls, model_name = await self._adecode(
-            lambda engine, settings: prepare_prompts(engine, settings, prompts), kwargs)
-        return self._llm_result(results, calls, stop, model_name)
+        return _llm_result(await self._caller().arun(TextInput(prompts), self._keywords(kwargs, stop)))
 
     def _stream(
         self,
@@ -151,10 +146,10 @@ class MFSLLM(MFSParams, BaseLLM):
         ``run_manager.on_llm_new_token`` for each chunk; the last chunk carries the
         ``generation_info`` of :meth:`_generate`. Raises as :meth:`_generate`.
         """
-        stream, call, model_name = self._open_stream(lambda engine, settings: prepare_prompts(engine, settings, [prompt]), kwargs)
-        for event in self._events(stream, run_manager):
+        call = self._caller().stream(TextInput([prompt]), self._keywords(kwargs, stop))
+        for event in self._events(call, run_manager):
             if isinstance(event, StopEvent):
-                for chunk in self._chunks(event.result, call, stop, model_name):
+                for chunk in _chunks(call.finish(event)):
                     if run_manager:
                         run_manager.on_llm_new_token(chunk.text, chunk=chunk)
                     yield chunk
@@ -167,36 +162,31 @@ class MFSLLM(MFSParams, BaseLLM):
         **kwargs: Any,
     ) -> AsyncIterator[GenerationChunk]:
         """Async :meth:`_stream`: the same events, never blocking the event loop, then the chunks."""
-        stream, call, model_name = await self._aopen_stream(
-            lambda engine, settings: prepare_prompts(engine, settings, [prompt]), kwargs
-        )
-        async for event in self._aevents(stream, run_manager):
+        call = await self._caller().astream(TextInput([prompt]), self._keywords(kwargs, stop))
+        async for event in self._aevents(call, run_manager):
             if isinstance(event, StopEvent):
-                for chunk in self._chunks(event.result, call, stop, model_name):
+                for chunk in _chunks(call.finish(event)):
                     if run_manager:
                         await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
                     yield chunk
 
-    # --- results -----------------------------------------------------------------------
-    def _llm_result(self, results: Sequence[DecodeResult], calls: Sequence[PreparedCall], stop: list[str] | None,
-                    model_name: str) -> LLMResult:
-        stops = self._stops(stop)
-        generations = [
-            [Generation(text=call.finish(result.text, stops)[0], generation_info=_generation_info(result))]
-            for result, call in zip(results, calls, strict=True)
-        ]
-        usages = [token_usage(result) for result in results]
-        total = {key: sum(usage[key] for usage in usages) for key in usages[0]}
-        return LLMResult(generations=generations, llm_output={"token_usage": total, "model_name": model_name})
-
-    def _chunks(self, result: DecodeResult, call: PreparedCall, stop: list[str] | None,
-                model_name: str) -> Iterator[GenerationChunk]:
-        pieces = list(stream_chunks(call.finish(result.text, self._stops(stop))[0])) or [""]
-        info = {**_generation_info(result), "model_name": model_name}
-        for i, piece in enumerate(pieces):
-            yield GenerationChunk(text=piece, generation_info=info if i == len(pieces) - 1 else None)
 
 
-def _generation_info(result: DecodeResult) -> dict[str, Any]:
-    return {**result_metadata(result), "token_usage": token_usage(result)}
+def _llm_result(replies: Sequence[Reply]) -> LLMResult:
+    """P generations (one per prompt) and ``llm_output`` with the summed ``token_usage`` and ``model_name``."""
+    generations = [[Generation(text=reply.text, generation_info=_generation_info(reply))] for reply in replies]
+    usages = [reply.usage for reply in replies]
+    total = {key: sum(usage[key] for usage in usages) for key in usages[0]}
+    return LLMResult(generations=generations, llm_output={"token_usage": total, "model_name": replies[0].model_name})
 
+
+def _chunks(reply: Reply) -> Iterator[GenerationChunk]:
+    """The answer streamed in chunks; the last carries the ``generation_info`` and ``model_name``."""
+    pieces = reply.chunks()
+    info = {**_generation_info(reply), "model_name": reply.model_name}
+    for i, piece in enumerate(pieces):
+        yield GenerationChunk(text=piece, generation_info=info if i == len(pieces) - 1 else None)
+
+
+def _generation_info(reply: Reply) -> dict[str, Any]:
+    return {**reply.metadata, "token_usage": reply.usage}

@@ -1,7 +1,7 @@
 """The fields of :class:`~llamaindex_mfs.MFSLLM`: the adapter's own and every ``MFSSettings`` field.
 
 Each :class:`~mfs_core.settings.MFSSettings` field is derived from the settings
-(:func:`mfs_core.adapters.settings_fields`: same name and type, nothing copied by hand) as an
+(:func:`mfs_core.call.settings_fields`: same name and type, nothing copied by hand) as an
 optional ``Field(description=...)`` (LlamaIndex's convention) whose description is the
 setting's plus where a None takes its value from. How they are resolved and used is
 :class:`~llamaindex_mfs.MFSLLM`'s.
@@ -14,7 +14,7 @@ from typing import Optional
 from llama_index.core.bridge.pydantic import Field, create_model
 from llama_index.core.llms.function_calling import FunctionCallingLLM
 
-from mfs_core.adapters import settings_fields
+from mfs_core.call import settings_fields
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import MFSSettings
 
@@ -50,7 +50,7 @@ MFSFields = create_model(
     __module__=__name__,
     __doc__="""The declared fields of :class:`~llamaindex_mfs.MFSLLM` (``engine``, ``method``,
     ``timeout``, then every :class:`MFSSettings` field, derived from the settings with None
-    meaning "not set here", :func:`mfs_core.adapters.settings_fields`); declarations only.""",
+    meaning "not set here", :func:`mfs_core.call.settings_fields`); declarations only.""",
     **settings_fields(
         optional=True,
         notes={"api_key": "Excluded from to_dict/to_json (and so from the callbacks' and events' copies)."},

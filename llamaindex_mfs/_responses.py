@@ -1,7 +1,7 @@
-"""LlamaIndex responses of a decode: :class:`~mfs_core.DecodeResult` to ``CompletionResponse`` / ``ChatResponse``.
+"""LlamaIndex responses of a call: :class:`~mfs_core.call.Reply` to ``CompletionResponse`` / ``ChatResponse``.
 
-Pure functions of the result (and the call's stop sequences and tool plan): the text cut
-at ``stop``, usage and the result in ``raw``, :func:`mfs_core.adapters.result_metadata` in
+Pure functions of the reply (the call layer already cut its text at ``stop`` and parsed its tool
+calls): the text, usage and the decode in ``raw``, :func:`mfs_core.call.result_metadata` in
 ``additional_kwargs``; chat messages with a ``ThinkingBlock`` (streaming), the text and one
 ``ToolCallBlock`` per parsed call.
 """
@@ -20,30 +20,25 @@ from llama_index.core.base.llms.types import (
 )
 
 from llamaindex_mfs._tools import response_blocks
-from mfs_core.adapters import apply_stop, result_metadata, stream_chunks, token_usage
+from mfs_core.call import Reply
 from mfs_core.events import DecodeEvent
 from mfs_core.streaming import ReasoningText
-from mfs_core.tools.call import PreparedCall
 from mfs_core.tools.parsers import ParsedOutput
-from mfs_core.types import DecodeResult
 
-__all__ = ["as_chat", "chat_chunks", "chat_response", "chat_text", "completion", "completion_chunks", "thinking_chunk"]
-
-
-def completion(result: DecodeResult, stop: list[str] | None, text: str | None = None) -> CompletionResponse:
-    """The whole answer (``text``, default the chosen path) cut at ``stop``, usage and the decode in ``raw``, metadata."""
-    raw = {"usage": token_usage(result), "result": result}
-    text = result.text if text is None else text
-    return CompletionResponse(text=apply_stop(text, stop), raw=raw, additional_kwargs=result_metadata(result))
+__all__ = ["as_chat", "chat_chunks", "chat_response", "completion", "completion_chunks", "thinking_chunk"]
 
 
-def completion_chunks(
-    result: DecodeResult, stop: list[str] | None, text: str | None = None
-) -> Iterator[CompletionResponse]:
+def completion(reply: Reply) -> CompletionResponse:
+    """The whole answer: its text, usage and the decode in ``raw``, the metadata in ``additional_kwargs``."""
+    raw = {"usage": reply.usage, "result": reply.result}
+    return CompletionResponse(text=reply.text, raw=raw, additional_kwargs=reply.metadata)
+
+
+def completion_chunks(reply: Reply) -> Iterator[CompletionResponse]:
     """The answer as cumulative chunks with their ``delta`` (at least one, maybe empty)."""
-    whole = completion(result, stop, text)
+    whole = completion(reply)
     cumulative = ""
-    for piece in list(stream_chunks(whole.text)) or [""]:
+    for piece in reply.chunks():
         cumulative += piece
         update = {"text": cumulative, "delta": piece, "additional_kwargs": dict(whole.additional_kwargs)}
         yield whole.model_copy(update=update)
@@ -76,22 +71,12 @@ def thinking_chunk(reasoning: ReasoningText, event: DecodeEvent) -> ChatResponse
     return ChatResponse(message=message, delta="", additional_kwargs={"thinking_delta": delta})
 
 
-def chat_text(result: DecodeResult, call: PreparedCall) -> tuple[str, ParsedOutput]:
-    """The message text (calls removed when tools were rendered) and the parsed calls
-    (:meth:`~mfs_core.tools.call.PreparedCall.finish`)."""
-    return call.finish(result.text)
+def chat_response(reply: Reply) -> ChatResponse:
+    """The whole chat answer: the message text, then the tool calls of the reply's parse."""
+    return as_chat(completion(reply), reply.parsed)
 
 
-def chat_response(result: DecodeResult, stop: list[str] | None, call: PreparedCall) -> ChatResponse:
-    """The whole chat answer: the message text cut at ``stop``, then the tool calls of ``call``'s parse."""
-    text, parsed = chat_text(result, call)
-    return as_chat(completion(result, stop, text), parsed)
-
-
-def chat_chunks(
-    result: DecodeResult, stop: list[str] | None, call: PreparedCall, thinking: str | None = None
-) -> Iterator[ChatResponse]:
+def chat_chunks(reply: Reply, thinking: str | None = None) -> Iterator[ChatResponse]:
     """Streamed chat: cumulative text chunks, each carrying the (already decided) tool calls."""
-    text, parsed = chat_text(result, call)
-    for chunk in completion_chunks(result, stop, text):
-        yield as_chat(chunk, parsed, thinking=thinking)
+    for chunk in completion_chunks(reply):
+        yield as_chat(chunk, reply.parsed, thinking=thinking)

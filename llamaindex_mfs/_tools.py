@@ -16,7 +16,7 @@ from typing import Any
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, TextBlock, ThinkingBlock, ToolCallBlock
 from llama_index.core.llms.llm import ToolSelection
 
-from mfs_core.adapters import chat_message
+from mfs_core.call import chat_message
 from mfs_core.tools.parsers import ParsedOutput
 
 __all__ = ["ToolResponses", "message_dict", "response_blocks", "tool_selections"]

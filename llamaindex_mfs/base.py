@@ -3,8 +3,9 @@
 The class translates LlamaIndex calls into :class:`mfs_core.MFSEngine` requests and the
 :class:`mfs_core.DecodeResult` back; it holds no decoding logic. Its fields are declared in
 :mod:`llamaindex_mfs._fields`, the responses built by :mod:`llamaindex_mfs._responses`, tool
-specs and calls converted by :mod:`llamaindex_mfs._tools`; this module is the call path
-(settings, rendering, the decode and its wait) and the LlamaIndex entry points. Every entry point is
+specs and calls converted by :mod:`llamaindex_mfs._tools`; this module maps the LlamaIndex entry
+points onto the call layer (:mod:`mfs_core.call`: settings, engine, prepare, submit, wait or stream,
+finish) and back. Every entry point is
 wrapped by ``@llm_completion_callback()`` / ``@llm_chat_callback()``, so LlamaIndex's
 callback handlers (``TokenCountingHandler``, ``LlamaDebugHandler``) and instrumentation
 events (``LLMCompletionStartEvent`` ... ``LLMChatEndEvent``) fire as for any LLM.
@@ -24,16 +25,14 @@ Streaming shows the search while it runs: ``stream_chat`` / ``astream_chat`` yie
 streaming call sends :class:`~llamaindex_mfs.events.MFSStepEvent` /
 :class:`~llamaindex_mfs.events.MFSStopEvent` through the instrumentation dispatcher. The
 answer is chosen by the vote at the end, so its text follows in chunks
-(:func:`mfs_core.adapters.stream_chunks`): each response has the cumulative text and its
+(:meth:`mfs_core.call.Reply.chunks`): each response has the cumulative text and its
 ``delta``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.base.llms.types import (
@@ -57,45 +56,26 @@ from llamaindex_mfs._fields import SETTING_NAMES, MFSFields
 from llamaindex_mfs._responses import chat_chunks, chat_response, completion, completion_chunks, thinking_chunk
 from llamaindex_mfs._tools import ToolResponses, message_dict, to_tool_specs
 from llamaindex_mfs.events import to_instrumentation_event
-from mfs_core.adapters import (
-    OwnedEngines,
-    apply_stop,
-    astream_events,
-    await_results,
-    engine_for,
-    rename_max_tokens,
-    settings_from_fields,
-    stream_events,
-    wait_results,
+from mfs_core.call import (
+    Caller, CallKeywords, CallStream, ChatInput, EngineSource, TextInput, memo_settings, rename_max_tokens,
+    uses_chat_template,
 )
+from mfs_core.call.engines import ClosesOnExit
+from mfs_core.call.settings import SettingsMemo
 from mfs_core.decoders import get_decoder
 from mfs_core.errors import one_line, unknown_name_message
-from mfs_core.engine import MFSEngine
-from mfs_core.events import DecodeEvent, EventCallback, StopEvent
+from mfs_core.events import DecodeEvent, StopEvent
 from mfs_core.settings import MFSSettings
-from mfs_core.streaming import DecodeStream, ReasoningText
+from mfs_core.streaming import ReasoningText
 from mfs_core.tools import ToolsNotSupportedError, renders_tools
-from mfs_core.tools.call import (
-    PreparedCall, ResponseFormat, ToolKwargs, plan_call, prepare_call, prepare_prompts, submit_calls,
-)
-from mfs_core.types import DecodeResult
 
 __all__ = ["MFSLLM"]
 
 logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
 
-_Prepare = Callable[[MFSEngine, MFSSettings, ToolKwargs], PreparedCall]
-"""Prepares the call on its engine and settings, with its tools and response format
-(:func:`~mfs_core.tools.call.prepare_call` for chat, :func:`~mfs_core.tools.call.prepare_prompts` for text)."""
 
-_PER_CALL_KEYS = (frozenset(SETTING_NAMES) - {"api_key"}) | {"stop", "max_tokens"}
-"""Keywords a call may set: every setting but the secret ``api_key``, ``max_tokens`` and ``stop``."""
-_TOOL_KEYS = frozenset({"tools", "tool_choice", "response_format"})
-
-
-
-class MFSLLM(ToolResponses, MFSFields):
+class MFSLLM(ToolResponses, MFSFields, ClosesOnExit):
     """A LlamaIndex LLM that answers with Martingale Foresight Sampling.
 
     Every :class:`~mfs_core.MFSSettings` field is mirrored as an optional field; a field
@@ -115,16 +95,18 @@ class MFSLLM(ToolResponses, MFSFields):
     only reads the loaded model's config. An injected ``engine`` decodes every call whose
     backend settings equal its own, and a construction or call whose backend settings differ
     is refused with a one-line ``ValueError`` naming the fields (never a second model load,
-    :func:`mfs_core.adapters.check_engine`); its settings fill the fields left None.
+    :func:`mfs_core.call.check_engine`); its settings fill the fields left None.
 
     ``system_prompt`` is LlamaIndex's field and ``MFSSettings.system_prompt`` at once:
     :meth:`complete` renders it as the system message of the chat template, ``predict``
     and the query engines add it to the messages they pass to :meth:`chat`.
 
-    Per call, keyword arguments named like a setting (``seed=3``, ``step_beam_size=2``)
-    override it for that call only, and ``stop=[...]`` cuts the returned text before the
-    first stop sequence; chat calls also take ``tools`` / ``tool_choice`` (as
-    ``chat_with_tools`` passes them); any other keyword raises ``TypeError``.
+    Per call, the keywords of every front end (:class:`mfs_core.call.CallKeywords`, as in
+    ``langchain_mfs`` and ``mfs serve``): a setting's name (``seed=3``, ``step_beam_size=2``)
+    overrides it for that call only, ``method`` picks the decoder, ``stop=[...]`` cuts the
+    returned text before the first stop sequence, ``response_format`` asks for JSON, and chat
+    calls take ``tools`` / ``tool_choice`` (as ``chat_with_tools`` passes them); any other
+    keyword raises ``TypeError``.
 
     Function calling (``FunctionCallingLLM``): where the model's chat template renders tools,
     ``metadata.is_function_calling_model`` is True, the tools go to the template, the final
@@ -146,12 +128,9 @@ class MFSLLM(ToolResponses, MFSFields):
         FileNotFoundError / ImportError: the model or the backend's dependencies are missing.
     """
 
-
     _base: MFSSettings = PrivateAttr()
-    _injected: MFSEngine | None = PrivateAttr(default=None)
-    _owned: OwnedEngines = PrivateAttr(default_factory=OwnedEngines)
-    _has_chat_template: bool = PrivateAttr(default=False)
-    _renders_tools: bool = PrivateAttr(default=False)
+    _engines: EngineSource = PrivateAttr(default_factory=EngineSource)
+    _settings_memo: SettingsMemo | None = PrivateAttr(default=None)
 
     def __init__(self, **data: Any) -> None:
         """Build from keyword fields (see the class attributes).
@@ -176,19 +155,17 @@ class MFSLLM(ToolResponses, MFSFields):
             raise one_line(exc, MFSSettings) from None
 
     def model_post_init(self, context: Any, /) -> None:
-        """Resolve the settings and pick the engine; loads the model unless already loaded."""
+        """Resolve the settings and pick the engine; loads the model unless already loaded.
+
+        Raises:
+            ValueError: an unknown ``method``; an injected engine whose backend settings differ.
+        """
         super().model_post_init(context)
         get_decoder(self.method)
-        self._injected = self.engine
-        self._owned = OwnedEngines()
-        self._owned.bind(self)  # a dropped LLM closes the engines it made (not an injected one)
-        base = self.engine.settings if self.engine is not None else MFSSettings()
-        settings = settings_from_fields(self._field_values(), base=base)
-        self.engine = engine_for(settings, self._injected, owner="MFSLLM") if self._injected else self._owned.get(settings)
-        self._base = base
-        probe = [{"role": "user", "content": "?"}]
-        self._has_chat_template = self.engine.backend.apply_chat_template(probe) is not None
-        self._renders_tools = renders_tools(self.engine.backend)
+        self._engines = EngineSource(self.engine, owner="MFSLLM")
+        self._engines.bind(self)  # a dropped LLM closes the engines it made (not an injected one)
+        self._base = self.engine.settings if self.engine is not None else MFSSettings()
+        self.engine = self._engines.get(self.settings)
 
     @classmethod
     def class_name(cls) -> str:
@@ -204,17 +181,6 @@ class MFSLLM(ToolResponses, MFSFields):
         value = getattr(self, name)
         return value if value is not None else getattr(self._base, name)
 
-    def _engine_for(self, settings: MFSSettings) -> MFSEngine:
-        """The engine of a call: the injected one (refused when the call's backend settings differ,
-        :func:`mfs_core.adapters.check_engine`), else the LLM's own when they are equal, else one it owns
-        for those backend settings (:class:`mfs_core.adapters.OwnedEngines`)."""
-        if self._injected is not None:
-            return engine_for(settings, self._injected, owner="MFSLLM")
-        own = self.engine
-        if not own.closed and own.settings.backend_settings == settings.backend_settings:
-            return own
-        return self._owned.get(settings)  # made once per backend settings, closed with the LLM
-
     def close(self) -> None:
         """Close the engines this LLM made (an injected engine stays open: its owner closes it).
 
@@ -223,103 +189,44 @@ class MFSLLM(ToolResponses, MFSFields):
         Also done when the LLM is garbage-collected or the interpreter exits, and by ``with
         MFSLLM(...) as llm:``.
         """
-        self._owned.close()
-
-    def __enter__(self) -> MFSLLM:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        self._engines.close()
 
     @property
     def settings(self) -> MFSSettings:
-        """The settings a call without overrides decodes with."""
-        return settings_from_fields(self._field_values(), base=self._base)
+        """The settings a call without overrides decodes with (rebuilt when a field changes)."""
+        self._settings_memo = memo_settings(self._settings_memo, self._field_values(), self._base)
+        return self._settings_memo[1]
 
-    def _submit(
-        self,
-        prepare: _Prepare,
-        kwargs: dict[str, Any],
-        on_event: EventCallback | None = None,
-        *,
-        tools_allowed: bool = False,
-    ) -> tuple[Future, list[str] | None, PreparedCall]:
-        """Start the decode of one call; its future, stop sequences and prepared call (which
-        finishes the result: :meth:`~mfs_core.tools.call.PreparedCall.finish`).
+    # --- the call layer ------------------------------------------------------------------
+    def _caller(self) -> Caller:
+        """The call layer's view of this LLM: its engines, settings, decoder and timeout."""
+        return Caller(self._engines, self.settings, self.method, timeout=self.timeout)
 
-        Settings are the fields plus the per-call overrides in ``kwargs``; ``prepare`` turns
-        them (the engine and the call's tool keywords) into the prepared call. Chat calls
-        (``tools_allowed``) may pass ``tools`` (OpenAI-format function tools) and ``tool_choice``:
-        the decode then votes over actions (:func:`mfs_core.tools.call.plan_call`).
+    @staticmethod
+    def _keywords(kwargs: dict[str, Any]) -> CallKeywords:
+        """The call's keywords, checked (:meth:`mfs_core.call.CallKeywords.parse`).
 
         Raises:
-            TypeError: a keyword that is neither a setting nor ``stop`` (nor ``tools`` /
-                ``tool_choice`` for chat); ``stop`` not a list of strings; a prompt that
-                is not a string.
-            ValueError: an empty prompt, a non-text message or an unknown role, a bad ``response_format``.
-            ToolsNotSupportedError: tools on a model whose template does not render them.
-            pydantic.ValidationError: an override out of range.
+            TypeError: a keyword that is not a call keyword (listing them); ``stop`` not a list of strings.
+            ValueError: an unknown ``method``, a bad ``response_format``.
         """
-        allowed = _PER_CALL_KEYS | _TOOL_KEYS if tools_allowed else _PER_CALL_KEYS
-        unknown = sorted(set(kwargs) - allowed)
-        if unknown:
-            msg = f"MFSLLM got unexpected keyword arguments {unknown}; pass settings (e.g. seed=1) or stop=[...]"
-            raise TypeError(msg)
-        stop = kwargs.get("stop")
-        apply_stop("", stop)  # a bad stop (a bare string, a non-string) fails before the decode
-        overrides = rename_max_tokens({name: value for name, value in kwargs.items() if name not in _TOOL_KEYS and name != "stop"})
-        settings = settings_from_fields({**self._field_values(), **overrides}, base=self._base)
-        engine = self._engine_for(settings)
-        tool_kwargs = ToolKwargs(kwargs.get("tools"), kwargs.get("tool_choice"),
-                                 ResponseFormat.coerce(kwargs.get("response_format")))
-        call = prepare(engine, settings, tool_kwargs)
-        logger.debug("decoding with %s: M=%d N=%d seed=%d", self.method, settings.step_beam_size,
-                     settings.num_rollouts, settings.seed)
-        future = submit_calls(engine, [call], settings, method=self.method, on_event=on_event)[0]
-        return future, stop, call
+        return CallKeywords.parse(kwargs, owner="MFSLLM")
 
-    def _wait(self, future: Future) -> DecodeResult:
-        """The decode's result, waiting at most ``timeout`` seconds.
+    def _completion_input(self, prompt: str, formatted: bool) -> TextInput:
+        """``prompt`` (after ``completion_to_prompt`` unless ``formatted``), rendered by the prompt format."""
+        return TextInput([prompt if formatted else self.completion_to_prompt(prompt)])
 
-        Raises:
-            TimeoutError: not done within ``timeout`` seconds; the decode is abandoned (the
-                engine drops it at its next round boundary).
-        """
-        return wait_results([future], self.timeout)[0]
-
-    async def _await(self, future: Future) -> DecodeResult:
-        """Async :meth:`_wait`: never blocks the event loop; a timeout or a cancelled task abandons the decode."""
-        return (await await_results([future], self.timeout))[0]
-
-    async def _asubmit(
-        self, prepare: _Prepare, kwargs: dict[str, Any], *, tools_allowed: bool = False
-    ) -> tuple[Future, list[str] | None, PreparedCall]:
-        """:meth:`_submit` in a worker thread: settings, rendering (and a model load) off the loop."""
-        return await asyncio.to_thread(self._submit, prepare, kwargs, tools_allowed=tools_allowed)
-
-    def _submit_stream(
-        self, prepare: _Prepare, kwargs: dict[str, Any], *, tools_allowed: bool = False
-    ) -> tuple[DecodeStream, list[str] | None, PreparedCall]:
-        """:meth:`_submit`, with the decode's events delivered to the caller (see :meth:`_events`)."""
-        stream = DecodeStream()
-        future, stop, call = self._submit(prepare, kwargs, on_event=stream.put, tools_allowed=tools_allowed)
-        stream.attach([future])
-        return stream, stop, call
-
-    async def _asubmit_stream(
-        self, prepare: _Prepare, kwargs: dict[str, Any], *, tools_allowed: bool = False
-    ) -> tuple[DecodeStream, list[str] | None, PreparedCall]:
-        """:meth:`_submit_stream` in a worker thread."""
-        return await asyncio.to_thread(self._submit_stream, prepare, kwargs, tools_allowed=tools_allowed)
+    def _chat_input(self, messages: Sequence[ChatMessage]) -> ChatInput:
+        """``messages`` for the chat template, or joined by ``messages_to_prompt`` where the call's prompt
+        format does not use it (no tools there)."""
+        return ChatInput([message_dict(i, message) for i, message in enumerate(messages)],
+                         as_text=lambda: self.messages_to_prompt(messages))
 
     @staticmethod
     def _dispatched(event: DecodeEvent) -> DecodeEvent:
         """Send ``event`` through the instrumentation dispatcher (:mod:`llamaindex_mfs.events`)."""
         dispatcher.event(to_instrumentation_event(event))
         return event
-
-    def _uses_chat_template(self, prompt_format: str) -> bool:
-        return prompt_format == "chat" or (prompt_format == "auto" and self._has_chat_template)
 
     @property
     def metadata(self) -> LLMMetadata:
@@ -332,46 +239,23 @@ class MFSLLM(ToolResponses, MFSFields):
         Reads only the already-loaded model's config (no I/O).
         """
         backend = self.engine.backend
+        chat = uses_chat_template(backend, self._resolved("prompt_format"))
         return LLMMetadata(
             context_window=backend.context_window,
             num_output=self._resolved("max_answer_tokens"),
-            is_chat_model=self._uses_chat_template(self._resolved("prompt_format")),
-            is_function_calling_model=self._renders_tools and self._uses_chat_template(self._resolved("prompt_format")),
+            is_chat_model=chat,
+            is_function_calling_model=chat and renders_tools(backend),
             model_name=backend.model_name,
         )
 
-    # --- prompts -------------------------------------------------------------------------
-    def _completion_prompt(self, prompt: str, formatted: bool) -> _Prepare:
-        """Prepares ``prompt`` (after ``completion_to_prompt`` unless ``formatted``) by the prompt format."""
-        text = prompt if formatted else self.completion_to_prompt(prompt)
-        return lambda engine, settings, call: prepare_prompts(
-            engine, settings, [text], response_format=call.response_format)[0]
-
-    def _chat_prompt(self, messages: Sequence[ChatMessage]) -> _Prepare:
-        """Prepares ``messages`` with the chat template (:func:`~mfs_core.tools.call.prepare_call`), or
-        joined by ``messages_to_prompt`` in raw format (no tools there)."""
-
-        def prepare(engine: MFSEngine, settings: MFSSettings, call: ToolKwargs) -> PreparedCall:
-            if not self._uses_chat_template(settings.prompt_format):
-                plan = plan_call(engine.backend, settings, tools=call.tools, tool_choice=call.tool_choice)
-                if plan.prompt_tools() is not None:
-                    msg = f"tools need the chat template, but prompt_format={settings.prompt_format!r}"
-                    raise ValueError(msg)
-                return prepare_prompts(engine, settings, [self.messages_to_prompt(messages)],
-                                       response_format=call.response_format)[0]
-            return prepare_call(engine, settings, [message_dict(i, message) for i, message in enumerate(messages)],
-                                tools=call.tools, tool_choice=call.tool_choice, response_format=call.response_format)
-
-        return prepare
-
     # --- responses (built by llamaindex_mfs._responses) ---------------------------------
-    def _chat_stream(self, stream: DecodeStream, stop: list[str] | None, call: PreparedCall) -> ChatResponseGen:
+    def _chat_stream(self, call: CallStream) -> ChatResponseGen:
         """Thinking chunks while the search runs, then the answer chunks (sync)."""
         reasoning = ReasoningText()
-        for event in stream_events(stream, self.timeout):
+        for event in call.events():
             yield thinking_chunk(reasoning, self._dispatched(event))
             if isinstance(event, StopEvent):
-                yield from chat_chunks(event.result, stop, call, thinking=reasoning.text)
+                yield from chat_chunks(call.finish(event), thinking=reasoning.text)
 
     # --- structured output ---------------------------------------------------------------
     def _json_kwargs(self, output_cls: type[BaseModel], llm_kwargs: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -427,7 +311,7 @@ class MFSLLM(ToolResponses, MFSFields):
             ToolsNotSupportedError: the model's template does not render tools (use a
                 ``FunctionTool`` around this LLM in an agent driven by a tool-calling LLM).
         """
-        if not self._renders_tools:
+        if not renders_tools(self.engine.backend):
             raise ToolsNotSupportedError(self.engine.backend.model_name)
         messages = list(chat_history or [])
         if user_msg is not None:
@@ -445,13 +329,13 @@ class MFSLLM(ToolResponses, MFSFields):
                 would fall back to a ReAct agent, which llama-index-core 0.14 cannot build
                 without a ``react_chat_formatter``: an unrelated validation error.)
         """
-        if not self._renders_tools:
+        if not renders_tools(self.engine.backend):
             raise ToolsNotSupportedError(self.engine.backend.model_name)
         return super().predict_and_call(tools, *args, **kwargs)
 
     async def apredict_and_call(self, tools: Sequence[Any], *args: Any, **kwargs: Any) -> Any:
         """Async :meth:`predict_and_call`; the same error where the template does not render tools."""
-        if not self._renders_tools:
+        if not renders_tools(self.engine.backend):
             raise ToolsNotSupportedError(self.engine.backend.model_name)
         return await super().apredict_and_call(tools, *args, **kwargs)
 
@@ -470,14 +354,14 @@ class MFSLLM(ToolResponses, MFSFields):
             and ``completion_tokens`` over every request of the search (tokens) and
             ``raw["result"]`` the whole :class:`~mfs_core.DecodeResult`;
             ``additional_kwargs`` hold ``answer``, ``vote_share``, ``trace`` (per-step
-            summary) and the rest of :func:`mfs_core.adapters.result_metadata`.
+            summary) and the rest of :func:`mfs_core.call.result_metadata`.
 
         Raises:
             TypeError: an unknown keyword; a prompt that is not a string.
             ValueError: an empty prompt; a prompt over the context window.
         """
-        future, stop, _ = self._submit(self._completion_prompt(prompt, formatted), kwargs)
-        return completion(self._wait(future), stop)
+        [reply] = self._caller().run(self._completion_input(prompt, formatted), self._keywords(kwargs))
+        return completion(reply)
 
     @llm_completion_callback()
     def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
@@ -486,32 +370,32 @@ class MFSLLM(ToolResponses, MFSFields):
         The decode starts at the call; the generator waits for it, then yields the chunks.
         Every chunk carries the same ``raw`` and ``additional_kwargs``.
         """
-        stream, stop, _ = self._submit_stream(self._completion_prompt(prompt, formatted), kwargs)
+        call = self._caller().stream(self._completion_input(prompt, formatted), self._keywords(kwargs))
 
         def gen() -> CompletionResponseGen:
-            for event in stream_events(stream, self.timeout):
+            for event in call.events():
                 if isinstance(self._dispatched(event), StopEvent):
-                    yield from completion_chunks(event.result, stop)
+                    yield from completion_chunks(call.finish(event))
 
         return gen()
 
     @llm_completion_callback()
     async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
         """Async :meth:`complete`: settings, rendering and decoding never block the event loop."""
-        future, stop, _ = await self._asubmit(self._completion_prompt(prompt, formatted), kwargs)
-        return completion(await self._await(future), stop)
+        [reply] = await self._caller().arun(self._completion_input(prompt, formatted), self._keywords(kwargs))
+        return completion(reply)
 
     @llm_completion_callback()
     async def astream_complete(
         self, prompt: str, formatted: bool = False, **kwargs: Any
     ) -> CompletionResponseAsyncGen:
         """Async :meth:`stream_complete`."""
-        stream, stop, _ = await self._asubmit_stream(self._completion_prompt(prompt, formatted), kwargs)
+        call = await self._caller().astream(self._completion_input(prompt, formatted), self._keywords(kwargs))
 
         async def gen() -> CompletionResponseAsyncGen:
-            async for event in astream_events(stream, self.timeout):
+            async for event in call.aevents():
                 if isinstance(self._dispatched(event), StopEvent):
-                    for chunk in completion_chunks(event.result, stop):
+                    for chunk in completion_chunks(call.finish(event)):
                         yield chunk
 
         return gen()
@@ -524,7 +408,7 @@ class MFSLLM(ToolResponses, MFSFields):
         The messages are rendered as given (as LlamaIndex LLMs do; ``predict`` and the
         query engines add ``system_prompt`` as a system message themselves), their roles
         mapped to ``system`` / ``user`` / ``assistant`` / ``tool`` by
-        :func:`mfs_core.adapters.chat_message`; assistant ``ToolCallBlock`` s and tool
+        :func:`mfs_core.call.chat_message`; assistant ``ToolCallBlock`` s and tool
         results go to a template that renders tools in its own format, else as text turns
         (``Tool result (NAME): ...``). With the ``raw`` format the messages are joined by
         ``messages_to_prompt`` instead.
@@ -544,8 +428,8 @@ class MFSLLM(ToolResponses, MFSFields):
             ValueError: a non-text content block, an unknown role, or no text at all.
             ToolsNotSupportedError: tools on a model whose template does not render them.
         """
-        future, stop, call = self._submit(self._chat_prompt(messages), kwargs, tools_allowed=True)
-        return chat_response(self._wait(future), stop, call)
+        [reply] = self._caller().run(self._chat_input(messages), self._keywords(kwargs))
+        return chat_response(reply)
 
     @llm_chat_callback()
     def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
@@ -559,26 +443,25 @@ class MFSLLM(ToolResponses, MFSFields):
         :class:`~llamaindex_mfs.events.MFSStepEvent` (then :class:`~llamaindex_mfs.events.MFSStopEvent`).
         Then the answer: messages with the whole thinking, the cumulative text and its ``delta``.
         """
-        stream, stop, call = self._submit_stream(self._chat_prompt(messages), kwargs, tools_allowed=True)
-        return self._chat_stream(stream, stop, call)
+        return self._chat_stream(self._caller().stream(self._chat_input(messages), self._keywords(kwargs)))
 
     @llm_chat_callback()
     async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
         """Async :meth:`chat`: settings, rendering and decoding never block the event loop."""
-        future, stop, call = await self._asubmit(self._chat_prompt(messages), kwargs, tools_allowed=True)
-        return chat_response(await self._await(future), stop, call)
+        [reply] = await self._caller().arun(self._chat_input(messages), self._keywords(kwargs))
+        return chat_response(reply)
 
     @llm_chat_callback()
     async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseAsyncGen:
         """Async :meth:`stream_chat`: the same responses and events, never blocking the loop."""
-        stream, stop, call = await self._asubmit_stream(self._chat_prompt(messages), kwargs, tools_allowed=True)
+        call = await self._caller().astream(self._chat_input(messages), self._keywords(kwargs))
 
         async def gen() -> ChatResponseAsyncGen:
             reasoning = ReasoningText()
-            async for event in astream_events(stream, self.timeout):
+            async for event in call.aevents():
                 yield thinking_chunk(reasoning, self._dispatched(event))
                 if isinstance(event, StopEvent):
-                    for chunk in chat_chunks(event.result, stop, call, thinking=reasoning.text):
+                    for chunk in chat_chunks(call.finish(event), thinking=reasoning.text):
                         yield chunk
 
         return gen()

@@ -22,6 +22,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from mfs_core.backends.base import Backend
 from mfs_core.errors import MFSError
 
 __all__ = [
@@ -65,16 +66,16 @@ class ToolsNotSupportedError(MFSError, NotImplementedError):
         )
 
 
-_RENDERS_TOOLS: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+_RENDERS_TOOLS: weakref.WeakKeyDictionary[Backend, bool] = weakref.WeakKeyDictionary()
 
 
-def _render_probe(backend: Any, tools: list[dict[str, Any]] | None) -> str | None:
+def _render_probe(backend: Backend, tools: list[dict[str, Any]] | None) -> str | None:
     if tools is None:
         return backend.apply_chat_template(_PROBE_MESSAGES)
     return backend.apply_chat_template(_PROBE_MESSAGES, tools=tools)
 
 
-def renders_tools(backend: Any) -> bool:
+def renders_tools(backend: Backend) -> bool:
     """True when ``backend``'s chat template renders tools (cached per backend object).
 
     A conversation is rendered with and without :data:`PROBE_TOOL`; the template renders
@@ -99,7 +100,7 @@ def renders_tools(backend: Any) -> bool:
     return answer
 
 
-def resolve_parser(setting: str, backend: Any) -> str:
+def resolve_parser(setting: str, backend: Backend) -> str:
     """The tool-call parser to use: ``setting``, or for ``"auto"`` the one the template names.
 
     Returns:

@@ -1,7 +1,7 @@
 """Each setting is declared once: the adapters' fields are MFSSettings' own (issue 36).
 
 The LangChain and LlamaIndex classes derive every settings field from :class:`MFSSettings`
-(:func:`mfs_core.adapters.settings_fields`); these tests compare names, types, defaults and
+(:func:`mfs_core.call.settings_fields`); these tests compare names, types, defaults and
 descriptions field by field, so a setting added to MFSSettings appears in both adapters.
 """
 
@@ -13,7 +13,7 @@ from pydantic import Field
 
 import langchain_mfs
 import llamaindex_mfs
-from mfs_core.adapters import settings_fields
+from mfs_core.call import settings_fields
 from mfs_core.settings import MFSSettings
 
 SETTINGS = MFSSettings.model_fields
@@ -45,7 +45,7 @@ def test_a_setting_added_later_flows_into_the_derived_fields(monkeypatch: pytest
     class Later(MFSSettings):
         later_knob: int = Field(default=3, ge=1, description="A setting added after the adapters were written.")
 
-    monkeypatch.setattr("mfs_core.adapters.MFSSettings", Later)
+    monkeypatch.setattr("mfs_core.call.settings.MFSSettings", Later)
     derived = pydantic.create_model("Derived", **settings_fields())
     optional = pydantic.create_model("Optional", **settings_fields(optional=True))
     assert derived().later_knob == 3

@@ -1,4 +1,4 @@
-"""Tests of the adapter helpers in :mod:`mfs_core.adapters` that build settings, pick the
+"""Tests of the adapter helpers in :mod:`mfs_core.call` that build settings, pick the
 engine and render chat messages (no model is loaded)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pydantic
 import pytest
 
-from mfs_core.adapters import chat_message, engine_for, settings_from_fields
+from mfs_core.call import chat_message, engine_for, settings_from_fields
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import MFSSettings
 from tests.scripted import ScriptedBackend, continuation

@@ -1,6 +1,6 @@
 """One call path (issue 45 item 2): LangChain, LlamaIndex and ``mfs serve`` prepare a call with
-:func:`~mfs_core.tools.call.prepare_call` / :func:`~mfs_core.tools.call.prepare_prompts` and finish
-it with :meth:`~mfs_core.tools.call.PreparedCall.finish`, so the same call sends the model the same
+:func:`~mfs_core.call.prepare_call` / :func:`~mfs_core.call.prepare_prompts` and finish
+it with :meth:`~mfs_core.call.PreparedCall.finish`, so the same call sends the model the same
 prompt and gives back the same call, whichever way it came in. A scripted model, no weights.
 """
 
@@ -14,7 +14,8 @@ from langchain_mfs import ChatMFS, MFSLLM as LangChainLLM
 from llamaindex_mfs import MFSLLM as LlamaIndexLLM
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import MFSSettings
-from mfs_core.tools.call import ResponseFormat, prepare_call, prepare_prompts
+from mfs_core.call import prepare_call, prepare_prompts
+from mfs_core.tools.plan import ResponseFormat
 from tests.scripted import ScriptedBackend, continuation, hermes_template
 from tests.tool_scripts import calculator_script
 

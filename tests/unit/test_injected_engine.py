@@ -9,7 +9,7 @@ from llama_index.core.base.llms.types import ChatMessage
 import langchain_mfs
 import llamaindex_mfs
 import mfs_core.engine.registry
-from mfs_core.adapters import engine_for
+from mfs_core.call import engine_for
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import BACKEND_FIELDS, BackendSettings, MFSSettings
 from tests.scripted import ScriptedBackend, continuation

@@ -19,7 +19,7 @@ from llama_index.core.llms.custom import CustomLLM
 import llamaindex_mfs
 from llamaindex_mfs import MFSLLM
 from llamaindex_mfs import base as llamaindex_base
-from mfs_core.adapters import stream_chunks
+from mfs_core.call import stream_chunks
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import DEMO_ASSISTANT_PREFIX, DEMO_MODEL, MFSSettings
 from mfs_core.types import Continuation, DecodeResult, GenerationRequest

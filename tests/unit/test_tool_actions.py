@@ -187,7 +187,7 @@ def test_the_engine_puts_the_action_keys_choice_on_every_request_of_the_decode()
 
 
 def test_plan_call_constrains_names_unless_switched_off() -> None:
-    from mfs_core.tools.call import plan_call
+    from mfs_core.tools.plan import plan_call
     from tests.scripted import hermes_template
 
     backend = ScriptedBackend(three_paths, chat_template=hermes_template)
