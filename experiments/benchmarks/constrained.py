@@ -2,8 +2,8 @@
 
 Two kinds of decode, each over ``count`` generated tool questions
 (:func:`experiments.benchmarks.tool_vote.generate_questions`), built as both adapters build them
-(:func:`mfs_core.tools.call.plan_call`, :meth:`~mfs_core.tools.call.CallPlan.render`,
-``engine.decode_prompts(..., answer_key=plan.vote)``, :meth:`~mfs_core.tools.call.CallPlan.parse`):
+(:func:`mfs_core.tools.plan.plan_call`, :func:`~mfs_core.call.render_chat`,
+``engine.decode_prompts(..., answer_key=plan.vote)``, :meth:`~mfs_core.tools.plan.CallPlan.parse`):
 
 * ``forced call``: the tools of :data:`~experiments.benchmarks.tool_vote.TOOLS` with
   ``tool_choice="required"``; valid when the chosen completion holds at least one call, no
@@ -24,7 +24,8 @@ from typing import Any, Literal
 
 from experiments.benchmarks.tool_vote import TOOLS, generate_questions
 from mfs_core.settings import MFSSettings
-from mfs_core.tools.call import ResponseFormat, plan_call
+from mfs_core.call import render_chat
+from mfs_core.tools.plan import ResponseFormat, plan_call
 
 __all__ = ["FORCED_CALL", "STRUCTURED_OUTPUT", "VALUE_SCHEMA", "ActionRun", "run_actions", "valid_action"]
 
@@ -108,7 +109,7 @@ def run_actions(engine: Any, settings: MFSSettings, kind: Kind, *, constrained: 
         msg = f"kind must be {FORCED_CALL!r} or {STRUCTURED_OUTPUT!r}, got {kind!r}"
         raise ValueError(msg)
     questions = generate_questions(count, seed)
-    prompts = [plan.render(engine, settings, [{"role": "user", "content": q.question}]) for q in questions]
+    prompts = [render_chat(engine, settings, plan, [{"role": "user", "content": q.question}]) for q in questions]
     start = time.perf_counter()
     results = engine.decode_prompts(prompts, settings=settings, answer_key=plan.vote)
     seconds = time.perf_counter() - start

@@ -141,10 +141,11 @@ def run(engine: Any, questions: Sequence[ToolQuestion], settings: Any,
         ToolsNotSupportedError: the model's template does not render tools.
     """
     from mfs_core.tools import ActionVote
-    from mfs_core.tools.call import plan_call
+    from mfs_core.call import render_chat
+    from mfs_core.tools.plan import plan_call
 
     plan = plan_call(engine.backend, settings, tools=TOOLS, tool_choice=tool_choice)
-    prompts = [plan.render(engine, settings, [{"role": "user", "content": q.question}]) for q in questions]
+    prompts = [render_chat(engine, settings, plan, [{"role": "user", "content": q.question}]) for q in questions]
     single = settings.changed(step_beam_size=1)
     # the same constraints, the plain answer vote (no request: the vote reads the extracted answer)
     answer_vote = ActionVote(plan.vote.parser, None, opening=plan.vote.opening,

@@ -5,7 +5,7 @@ the model: under ``scheduling="lockstep"`` (the library's default) the engine ba
 decodes into one ``backend.generate`` call (DESIGN.md); under ``"continuous"`` (vLLM) each
 decode's requests go to vLLM's ``AsyncLLM`` on their own (:mod:`mfs_core.engine`); ``mfs serve
 --backend vllm`` picks it unless told otherwise (:func:`mfs_core.cli.serve_scheduling`, docs/serve.md). Each request is checked (:mod:`mfs_core.serve.schemas`), planned
-and rendered as the adapters do (:func:`mfs_core.tools.call.plan_call`), held to the
+and rendered as the adapters do (:mod:`mfs_core.call`), held to the
 operator's limits and admitted by its worst-case work (:mod:`mfs_core.serve.limits`: 400 over a
 limit, 429 with ``Retry-After`` while the engine is full), then decoded within
 ``request_timeout`` (past it: 504, the decodes abandoned);
@@ -30,9 +30,7 @@ import dataclasses
 import functools
 import hmac
 import itertools
-import json
 import logging
-import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -47,12 +45,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from mfs_core.adapters import abandon, await_results, settings_from_fields
+from mfs_core.call import Call, Caller, CallKeywords, ChatInput, EngineSource, TextInput
 from mfs_core.decoders import decoder_spec
 from mfs_core.engine import MFSEngine, share_group
+from mfs_core.engine.waiting import abandon, await_results
+from mfs_core.events import DecodeEvent
 from mfs_core.engine.lockstep import LockstepScheduler
 from mfs_core.errors import BackendDeadError, DecodeTimeoutError
-from mfs_core.events import DecodeEvent
 from mfs_core.grammar import converter_reason  # one line, no C++ source position
 from mfs_core.serve.bodies import MAX_JSON_DEPTH, json_depth, read_body  # noqa: F401 - MAX_JSON_DEPTH, json_depth: their old home
 from mfs_core.serve.config import ServerSettings
@@ -64,7 +63,6 @@ from mfs_core.serve.responses_api import parse_responses, response_object
 from mfs_core.serve.schemas import RequestError, ServeCall, parse_chat, parse_completion
 from mfs_core.serve.streams import chat_stream, responses_stream
 from mfs_core.streaming import DecodeStream, ReasoningText
-from mfs_core.tools.call import PreparedCall, prepare_call, prepare_prompts, submit_calls
 from mfs_core.tools.parsers import ParsedOutput
 from mfs_core.types import DecodeResult
 
@@ -75,11 +73,11 @@ logger = logging.getLogger("mfs_core.serve")
 
 @dataclass
 class _Prepared:
-    """A call rendered for the engine: its prepared calls (one per prompt) and prompt tokens; once submitted
-    without streaming, each choice's reasoning written from its decode's events (``reasoning``, by
-    choice index), which the reply carries as ``message.reasoning``."""
+    """A call rendered for the engine (:class:`mfs_core.call.Call`: one prepared prompt per prompt) and its
+    prompt tokens; once submitted without streaming, each choice's reasoning written from its decode's
+    events (``reasoning``, by choice index), which the reply carries as ``message.reasoning``."""
 
-    calls: list[PreparedCall]
+    call: Call
     prompt_tokens: int
     reasoning: list[ReasoningText] = dataclasses.field(default_factory=list)
 
@@ -402,16 +400,15 @@ class MFSServer:
             RequestError: 400 for tools the model cannot render, a bad tool or tool choice,
                 a prompt over the context window.
         """
-        engine, settings = self.engine, call.settings
+        caller = Caller(EngineSource(self.engine, owner="mfs serve"), call.settings, call.method, tuple(call.stop),
+                        self.config.request_timeout)
+        chat = call.endpoint in ("chat", "responses")
+        keywords = CallKeywords(tools=call.tools, tool_choice=call.tool_choice, response_format=call.response_format)
         try:
-            if call.endpoint in ("chat", "responses"):
-                calls = [prepare_call(engine, settings, call.messages, tools=call.tools, tool_choice=call.tool_choice,
-                                      response_format=call.response_format)]
-            else:
-                calls = prepare_prompts(engine, settings, call.prompts)
+            opened = caller.open(ChatInput(call.messages) if chat else TextInput(call.prompts), keywords)
         except (ValueError, TypeError, NotImplementedError, ImportError) as exc:
             raise RequestError(400, str(exc)) from None
-        return _Prepared(calls, sum(self._count(prepared.prompt) for prepared in calls))
+        return _Prepared(opened, sum(self._count(prepared.prompt) for prepared in opened.prepared))
 
     def _count(self, text: str) -> int:
         try:
@@ -426,25 +423,19 @@ class MFSServer:
         Streamed calls send their events to ``stream`` labelled with the choice's index; the
         others write them, per choice, into ``prepared.reasoning`` (the text a stream would send).
         """
-        futures: list[Future] = []
+        if call.stream:
+            on_event = stream.put
+        else:
+            prepared.reasoning = writers = [ReasoningText() for _ in range(len(prepared.call.prepared) * call.n)]
+
+            def on_event(event: DecodeEvent) -> None:  # the engine's worker thread: into the choice's reasoning
+                writers[event.index].delta(event)
         try:
             with share_group(next(self._request_numbers)):  # the request's decodes: one party of the fair share
-                for p, prepared_call in enumerate(prepared.calls):
-                    for c in range(call.n):
-                        settings = call.settings if c == 0 else settings_from_fields(
-                            {"seed": call.settings.seed + c}, base=call.settings)
-                        if call.stream:
-                            on_event = _relabel(stream.put, p * call.n + c)
-                        else:
-                            prepared.reasoning.append(ReasoningText())
-                            on_event = prepared.reasoning[-1].delta
-                        futures += submit_calls(self.engine, [prepared_call], settings, method=call.method,
-                                                on_event=on_event)
+                futures: list[Future] = list(prepared.call.submit(on_event, n=call.n))  # abandoned on failure
         except (ValueError, TypeError) as exc:
-            abandon(futures, "the request failed before all its decodes started")
             raise RequestError(400, str(exc)) from None
         except BackendDeadError as exc:  # died since the request was admitted
-            abandon(futures, "the backend died")
             raise self.watch.failed_decode(exc) from None
         stream.attach(futures)
         left = [len(futures)]
@@ -501,10 +492,10 @@ class MFSServer:
 
     # --- answers ------------------------------------------------------------------------------
     def _reply(self, call: ServeCall, prepared: _Prepared, result: DecodeResult) -> tuple[str, ParsedOutput | None]:
-        """The reply text and parsed calls of one decode (:meth:`PreparedCall.finish`); a text
-        completion has no calls to report (None). The calls of one request share one plan."""
-        text, parsed = prepared.calls[0].finish(result.text, call.stop)
-        return text, (None if call.endpoint == "completions" else parsed)
+        """The reply text and parsed calls of one decode (:meth:`mfs_core.call.Call.finish`); a text
+        completion has no calls to report (None). The prompts of one request share one plan."""
+        reply = prepared.call.finish(result)
+        return reply.text, (None if call.endpoint == "completions" else reply.parsed)
 
     def _account(self, results: list[DecodeResult], prompt_tokens: int, answer_tokens: int) -> dict[str, Any]:
         counts = usage(results, prompt_tokens, answer_tokens)
@@ -554,15 +545,6 @@ class MFSServer:
                 futures: list[Future]) -> AsyncIterator[bytes]:
         """The events of a streamed chat or text completion (:func:`mfs_core.serve.streams.chat_stream`)."""
         return chat_stream(self, call, prepared, stream, futures)
-
-
-def _relabel(put: Callable[[DecodeEvent], None], index: int) -> Callable[[DecodeEvent], None]:
-    """``put`` of events relabelled with the choice's ``index`` (each decode is submitted alone)."""
-
-    def relabel(event: DecodeEvent) -> None:
-        put(dataclasses.replace(event, index=index))
-
-    return relabel
 
 
 def create_app(engine: MFSEngine, config: ServerSettings | None = None) -> Starlette:

@@ -1,6 +1,6 @@
 """The OpenAI response objects of ``mfs serve``: a decode's result as a choice, usage, stream chunks.
 
-What a chat answer holds is what the adapters return (:meth:`mfs_core.tools.call.CallPlan.reply`:
+What a chat answer holds is what the adapters return (:meth:`mfs_core.tools.plan.CallPlan.reply`:
 the chosen completion with its tool calls parsed, cut at ``stop``); the reasoning streamed
 while the search runs is :class:`mfs_core.streaming.ReasoningText`'s, the adapters' too.
 """
@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from mfs_core.adapters import result_metadata, stream_chunks, trace_summary
+from mfs_core.call import result_metadata, stream_chunks, trace_summary
 from mfs_core.tools.parsers import ParsedOutput
 from mfs_core.types import DecodeResult
 
@@ -40,7 +40,7 @@ def openai_tool_calls(parsed: ParsedOutput | None, *, stream: bool = False) -> l
 
 
 def choice_metadata(result: DecodeResult, parsed: ParsedOutput | None, trace: bool) -> dict[str, Any]:
-    """The ``mfs`` object of a choice: :func:`mfs_core.adapters.result_metadata` (answer, vote,
+    """The ``mfs`` object of a choice: :func:`mfs_core.call.result_metadata` (answer, vote,
     stop reason, steps, FLOPs, wall seconds), the search's trace only when ``trace`` asks
     (``trace``: per-step summary; ``result``: the whole :class:`DecodeResult` as a dict)."""
     metadata = result_metadata(result)
@@ -77,7 +77,7 @@ def usage(results: Sequence[DecodeResult], prompt_tokens: int, answer_tokens: in
 
 
 def content_deltas(text: str, parsed: ParsedOutput | None) -> Iterator[dict[str, Any]]:
-    """The answer as chat ``delta`` objects: its text in chunks (:func:`mfs_core.adapters.stream_chunks`),
+    """The answer as chat ``delta`` objects: its text in chunks (:func:`mfs_core.call.stream_chunks`),
     then the tool calls in one delta."""
     for piece in stream_chunks(text):
         yield {"content": piece}

@@ -6,8 +6,8 @@ those that pick the loaded model and its backend) and ``return_trace``. The Open
 map to the engine as the adapters map their call keywords: ``seed``, ``temperature``,
 ``top_p`` are settings of the same name; ``max_tokens`` / ``max_completion_tokens`` are
 ``max_answer_tokens``, as the adapters' ``max_tokens``; ``stop`` cuts the text
-(:func:`mfs_core.adapters.apply_stop`); ``tools``, ``tool_choice`` and ``response_format``
-go to :func:`mfs_core.tools.call.plan_call`; ``n`` runs n decodes, choice i with seed
+(:meth:`mfs_core.call.Call.finish`); ``tools``, ``tool_choice`` and ``response_format``
+go to :func:`mfs_core.tools.plan.plan_call`; ``n`` runs n decodes, choice i with seed
 ``seed + i``. Every refusal is a :class:`RequestError` with the library's one-line message.
 """
 
@@ -21,12 +21,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from mfs_core.adapters import chat_message, settings_from_fields
+from mfs_core.call import chat_message, settings_from_fields
 from mfs_core.decoders import get_decoder
 from mfs_core.errors import MFSError, format_validation_error, one_line, unknown_name_message
 from mfs_core.settings import BACKEND_FIELDS as SETTINGS_BACKEND_FIELDS
 from mfs_core.settings import MFSSettings
-from mfs_core.tools.call import ResponseFormat
+from mfs_core.tools.plan import ResponseFormat
 
 __all__ = [
     "BACKEND_FIELDS", "OVERRIDE_FIELDS", "RequestError", "ServeCall", "parse_chat", "parse_completion",

@@ -16,7 +16,8 @@ from collections.abc import AsyncIterator
 from concurrent.futures import Future
 from typing import Any
 
-from mfs_core.adapters import astream_events, stream_chunks
+from mfs_core.call import stream_chunks
+from mfs_core.engine.waiting import astream_events
 from mfs_core.events import StopEvent
 from mfs_core.serve.responses import choice_metadata, content_deltas, finish_reason, sse
 from mfs_core.serve.responses_api import ResponseEvents

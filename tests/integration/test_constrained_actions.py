@@ -13,7 +13,8 @@ import pytest
 
 from mfs_core import MFSEngine, MFSSettings
 from experiments.benchmarks.tool_vote import TOOLS, generate_questions
-from mfs_core.tools.call import ResponseFormat, plan_call
+from mfs_core.call import render_chat
+from mfs_core.tools.plan import ResponseFormat, plan_call
 from tests.tool_model import requires_tool_model
 
 pytestmark = [requires_tool_model, pytest.mark.slow]
@@ -39,7 +40,7 @@ def test_fifty_forced_calls_all_validate(engine: MFSEngine) -> None:
     plan = plan_call(engine.backend, settings.model_copy(update={"constrain_actions": True}), tools=TOOLS,
                      tool_choice="required")
     questions = generate_questions(50, 0)
-    prompts = [plan.render(engine, settings, [{"role": "user", "content": q.question}]) for q in questions]
+    prompts = [render_chat(engine, settings, plan, [{"role": "user", "content": q.question}]) for q in questions]
     results = engine.decode_prompts(prompts, answer_key=plan.vote)
     valid = 0
     for result in results:
@@ -57,7 +58,7 @@ def test_fifty_structured_outputs_all_validate(engine: MFSEngine) -> None:
     plan = plan_call(engine.backend, settings.model_copy(update={"constrain_actions": True}),
                      response_format=ResponseFormat("json_schema", ANSWER_SCHEMA))
     questions = [q.question for q in generate_questions(50, 1)]
-    prompts = [plan.render(engine, settings, [{"role": "user", "content": q}]) for q in questions]
+    prompts = [render_chat(engine, settings, plan, [{"role": "user", "content": q}]) for q in questions]
     results = engine.decode_prompts(prompts, answer_key=plan.vote)
     valid = 0
     for result in results:
@@ -80,7 +81,7 @@ def test_the_log_probs_under_the_grammar_are_the_models_raw_ones(engine: MFSEngi
     settings = engine.settings
     plan = plan_call(engine.backend, settings.model_copy(update={"constrain_actions": True}),
                      response_format=ResponseFormat("json_schema", ANSWER_SCHEMA))
-    prompt = plan.render(engine, settings, [{"role": "user", "content": QUESTION}])
+    prompt = render_chat(engine, settings, plan, [{"role": "user", "content": QUESTION}])
     grammar = plan.vote.action_grammar.request_grammar("")
     backend = engine.backend
     request = GenerationRequest(prompt=prompt, n=2, max_tokens=64, temperature=0.7, seed=3, grammar=grammar)

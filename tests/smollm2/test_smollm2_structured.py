@@ -81,7 +81,8 @@ def test_fifty_structured_outputs_validate(smollm2_engine: Any) -> None:
 
     jsonschema = pytest.importorskip("jsonschema")
     from mfs_core.bench.datasets import load_dataset
-    from mfs_core.tools.call import ResponseFormat, plan_call
+    from mfs_core.call import render_chat
+    from mfs_core.tools.plan import ResponseFormat, plan_call
 
     data_dir = Path(__file__).resolve().parents[3] / "shared" / "data"
     if not data_dir.is_dir():
@@ -91,7 +92,7 @@ def test_fifty_structured_outputs_validate(smollm2_engine: Any) -> None:
     plan = plan_call(smollm2_engine.backend, settings.model_copy(update={"constrain_actions": True}),
                      response_format=ResponseFormat("json_schema", schema))
     questions = [example.question for example in load_dataset("gsm8k", data_dir=data_dir, limit=50).examples]
-    prompts = [plan.render(smollm2_engine, settings, [{"role": "user", "content": q}]) for q in questions]
+    prompts = [render_chat(smollm2_engine, settings, plan, [{"role": "user", "content": q}]) for q in questions]
     results = smollm2_engine.decode_prompts(prompts, settings=settings, answer_key=plan.vote)
     valid = 0
     for result in results:

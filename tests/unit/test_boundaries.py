@@ -12,7 +12,7 @@ def _modules_after(statement: str) -> set[str]:
 
 
 def test_mfs_core_imports_no_framework_and_no_heavy_library():
-    loaded = _modules_after("import mfs_core, mfs_core.engine, mfs_core.decoders, mfs_core.cli, mfs_core.adapters")
+    loaded = _modules_after("import mfs_core, mfs_core.engine, mfs_core.decoders, mfs_core.cli, mfs_core.call")
     for forbidden in ("langchain_core", "langchain", "llama_index", "torch", "transformers", "vllm", "httpx"):
         assert forbidden not in loaded, forbidden
 

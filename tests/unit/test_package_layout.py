@@ -184,6 +184,6 @@ def test_no_circle_between_folders() -> None:
         for other in imported:
             rooms.setdefault(other, set())
     assert _circles(rooms) == []
-    assert "mfs_core.engine" in rooms["mfs_core.adapters"] and "mfs_core.tools" not in rooms["mfs_core.engine"]
+    assert "mfs_core.engine" in rooms["mfs_core.call"] and "mfs_core.tools" not in rooms["mfs_core.engine"]
     assert not rooms["mfs_core.grammar"] - {"mfs_core.errors", "mfs_core.types"}  # at the bottom, beside types
     assert "mfs_core.tools" not in rooms["mfs_core.decoders"] | rooms["mfs_core.backends"]

@@ -9,7 +9,7 @@ pytest.importorskip("starlette", reason="the serve extra is not installed")
 
 from mfs_core.serve.schemas import BACKEND_FIELDS, RequestError, parse_chat, parse_completion  # noqa: E402
 from mfs_core.settings import MFSSettings  # noqa: E402
-from mfs_core.tools.call import ResponseFormat  # noqa: E402
+from mfs_core.tools.plan import ResponseFormat  # noqa: E402
 
 BASE = MFSSettings(step_beam_size=4, num_rollouts=4, seed=0)
 USER = [{"role": "user", "content": "2 + 3 = ?"}]
