@@ -32,10 +32,12 @@ from rich.console import Console
 from rich.table import Table
 
 from langchain_mfs import ChatMFS
+from langchain_mfs.chat_models import _answer_chunks, to_chat_dicts
 from llamaindex_mfs._responses import chat_chunks
 from llamaindex_mfs import MFSLLM
 from mfs_core import MFSEngine, MFSSettings
 from mfs_core.backends._hf import quiet_transformers
+from mfs_core.call import ChatInput
 
 
 @dataclass
@@ -108,14 +110,13 @@ def main() -> None:
     def lc_before(question: str) -> Iterator[Any]:
         from langchain_core.messages import HumanMessage
 
-        messages = [HumanMessage(question)]
-        results, calls, model_name = chat._decode(chat._preparer(messages, {}), {})
-        yield from chat._chunks(results[0], None, model_name, calls[0])
+        [reply] = chat._caller().run(ChatInput(to_chat_dicts([HumanMessage(question)])), chat._keywords({}, None))
+        yield from _answer_chunks(reply)
 
     def li_before(question: str) -> Iterator[Any]:
         messages = [ChatMessage(role=MessageRole.USER, content=question)]
-        future, stop, call = llm._submit(llm._chat_prompt(messages), {}, tools_allowed=True)
-        yield from chat_chunks(future.result(), stop, call)
+        [reply] = llm._caller().run(llm._chat_input(messages), llm._keywords({}))
+        yield from chat_chunks(reply)
 
     paths: dict[tuple[str, str], tuple[Callable[[str], Iterator[Any]], Callable[[Any], bool]]] = {
         ("LangChain ChatMFS.stream", "before: answer only"): (lc_before, lambda c: bool(c.message.content)),
