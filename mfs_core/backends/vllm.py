@@ -89,7 +89,9 @@ from typing import Any
 
 from mfs_core.backends import _hf
 from mfs_core.backends.base import warn_unconstrained_grammar, warn_unhonoured_choices
-from mfs_core.backends.vllm_processes import _child_processes, _stop_processes, engine_dead_reason
+from mfs_core.backends.vllm_processes import (
+    _child_processes, _stop_processes, engine_dead_reason, woken_on_engine_death,
+)
 from mfs_core.errors import BackendDeadError, ContextWindowError, MFSError
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest
@@ -492,7 +494,8 @@ class VLLMBackend:
         # LLM.generate returns its outputs in the order of its prompts.
         order = _hf.prefix_order([prompt["prompt_token_ids"] for prompt in prompts])
         try:
-            sent = self.llm.generate([prompts[i] for i in order], [params[i] for i in order], use_tqdm=False)
+            with woken_on_engine_death(self.llm):  # vLLM's sync client would wait forever on a dead engine core
+                sent = self.llm.generate([prompts[i] for i in order], [params[i] for i in order], use_tqdm=False)
         except Exception as exc:
             self._raise_if_dead(exc)
             raise

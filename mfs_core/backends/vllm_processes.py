@@ -7,14 +7,24 @@ Coded against vLLM 0.32.0's CPU build (files read: ``vllm/v1/engine/core_client.
 ``vllm/v1/engine/utils.py``: ``CoreEngineProcManager.monitor_engine_liveness`` and
 ``finished_procs``; ``vllm/entrypoints/launchers/launcher.py``: ``watchdog_loop`` and
 ``terminate_if_errored``, the API server's own reaction to a dead engine).
+
+One gap of vLLM's own is closed here (:func:`woken_on_engine_death`): the synchronous client
+(``SyncMPClient``, behind ``vllm.LLM``) waits for outputs on ``outputs_queue.get()`` with no timeout,
+and when its monitor finds the engine core dead it shuts the output thread down
+(``process_outputs_socket`` leaves its loop on the shutdown socket) without putting anything in
+that queue, so an ``LLM.generate`` in flight would wait forever. The async client does not have the
+gap (its output handler fails every request with ``EngineDeadError``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
+from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["engine_dead_reason"]
+__all__ = ["DEATH_POLL_SECONDS", "engine_dead_reason", "woken_on_engine_death"]
 
 logger = logging.getLogger("mfs_core.backends.vllm")
 
@@ -79,3 +89,40 @@ def engine_dead_reason(llm: Any) -> str | None:
     except Exception:  # noqa: BLE001 - the reason's detail only
         logger.debug("cannot read the engine-core exit codes", exc_info=True)
     return f"vLLM's engine core died ({exits or 'EngineDeadError'}); vLLM cannot restart it in this process"
+
+
+DEATH_POLL_SECONDS = 0.25
+"""Seconds between two looks at the engine core's liveness while a synchronous vLLM call runs."""
+
+
+@contextlib.contextmanager
+def woken_on_engine_death(llm: Any, poll: float = DEATH_POLL_SECONDS) -> Iterator[None]:
+    """Around a synchronous ``LLM.generate``: once the engine core dies (:func:`engine_dead_reason`), put vLLM's
+    own ``EngineDeadError`` in the client's ``outputs_queue``, so the call raises it instead of waiting forever
+    (see the module docstring). A no-op for an ``llm`` without that queue (an in-process engine, a fake).
+
+    Args:
+        llm: the ``vllm.LLM`` whose call the block makes.
+        poll: seconds between two looks (a watcher thread lives as long as the block).
+    """
+    queue = getattr(getattr(getattr(llm, "llm_engine", None), "engine_core", None), "outputs_queue", None)
+    if queue is None or not callable(getattr(queue, "put_nowait", None)):
+        yield
+        return
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(poll):
+            if engine_dead_reason(llm) is not None:
+                from vllm.v1.engine.exceptions import EngineDeadError
+
+                logger.warning("vLLM's engine core died during a call; failing the call with EngineDeadError")
+                queue.put_nowait(EngineDeadError())
+                return
+
+    watcher = threading.Thread(target=watch, name="mfs-vllm-death-watch", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
