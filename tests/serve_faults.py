@@ -29,7 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.serve_process import ServerProcess, free_port, stop_process  # noqa: E402
+from tests.serve_process import ServerProcess, free_port, stop_process
 
 __all__ = ["QUESTION", "StreamReader", "engine_core", "launch", "wait_exit"]
 
@@ -166,11 +166,11 @@ def _fatal(flag: str, args: list[str]) -> None:
 
     load = transformers.TransformersBackend.from_settings.__func__
 
-    def from_settings(cls, settings):  # noqa: ANN001, ANN202
+    def from_settings(cls, settings):
         backend = load(cls, settings)
         forward = backend.model.forward
 
-        def failing(*pos, **named):  # noqa: ANN002, ANN003, ANN202
+        def failing(*pos, **named):
             if os.path.exists(flag):
                 raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (injected by the test)")
             return forward(*pos, **named)

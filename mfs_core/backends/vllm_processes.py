@@ -86,7 +86,7 @@ def engine_dead_reason(llm: Any) -> str | None:
         finished = resources.engine_manager.finished_procs()
         exits = ", ".join(f"{name} exited with {f'signal {-code}' if code < 0 else f'status {code}'}"
                           for name, code in finished.items())
-    except Exception:  # noqa: BLE001 - the reason's detail only
+    except Exception:  # the reason's detail only: never fails the check
         logger.debug("cannot read the engine-core exit codes", exc_info=True)
     return f"vLLM's engine core died ({exits or 'EngineDeadError'}); vLLM cannot restart it in this process"
 

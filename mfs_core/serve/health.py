@@ -244,7 +244,7 @@ class BackendWatch:
 
     def readiness(self) -> tuple[int, dict[str, Any]]:
         """``GET /ready``'s status and body: 200 only while a request would be served."""
-        status, body = self.liveness()
+        _, body = self.liveness()
         if self.server.closing and body["status"] == "ok":
             body = {"status": "draining", "reason": "the server is shutting down"}
         return (200 if body["status"] == "ok" else 503), body

@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("starlette")
 httpx = pytest.importorskip("httpx")
 
-from tests.serve_faults import QUESTION, ROOT, StreamReader, finish, launch, wait_exit  # noqa: E402
+from tests.serve_faults import QUESTION, ROOT, StreamReader, finish, launch, wait_exit
 
 pytestmark = [pytest.mark.slow, pytest.mark.allow_hosts(["127.0.0.1"])]
 
@@ -57,7 +57,7 @@ def replicas() -> Iterator[list[subprocess.Popen]]:
                 proc.wait(10)
 
 
-def assert_dead_then_exits(server, fault_at: float, words: str) -> float:  # noqa: ANN001
+def assert_dead_then_exits(server, fault_at: float, words: str) -> float:
     """/health is 503 with a reason holding ``words`` (or the process has already exited), the next request
     is 503 with Retry-After, and the process exits with status 2 within :data:`EXIT_BOUND` s of the fault."""
     try:

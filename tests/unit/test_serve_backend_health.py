@@ -13,13 +13,13 @@ import pytest
 
 pytest.importorskip("starlette")
 
-from starlette.testclient import TestClient  # noqa: E402
+from starlette.testclient import TestClient
 
-import mfs_core.engine.registry  # noqa: E402
-from mfs_core import MFSEngine  # noqa: E402
-from mfs_core.serve.app import create_app  # noqa: E402
-from mfs_core.serve.config import ServerSettings  # noqa: E402
-from tests.unit.test_backend_death import REASON, SETTINGS, DyingBackend  # noqa: E402
+import mfs_core.engine.registry
+from mfs_core import MFSEngine
+from mfs_core.serve.app import create_app
+from mfs_core.serve.config import ServerSettings
+from tests.unit.test_backend_death import REASON, SETTINGS, DyingBackend
 
 USER = [{"role": "user", "content": "What is 3 + 4?"}]
 
@@ -48,7 +48,7 @@ def serve(monkeypatch) -> Iterator[Callable[..., tuple[TestClient, DyingBackend,
     made: list[DyingBackend] = []
     failing = {"loads": 0}
 
-    def create_backend(settings):  # noqa: ANN001, ANN202
+    def create_backend(settings):
         if failing["loads"]:
             failing["loads"] -= 1
             raise OSError("the model cannot be loaded (test)")

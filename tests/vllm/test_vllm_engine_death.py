@@ -17,10 +17,10 @@ import pytest
 pytest.importorskip("starlette")
 httpx = pytest.importorskip("httpx")
 
-from mfs_core import MFSEngine  # noqa: E402
-from mfs_core.errors import BackendDeadError  # noqa: E402
-from tests.serve_faults import StreamReader, engine_core, finish, launch, wait_exit  # noqa: E402
-from tests.vllm.conftest import VLLM_SETTINGS  # noqa: E402
+from mfs_core import MFSEngine
+from mfs_core.errors import BackendDeadError
+from tests.serve_faults import StreamReader, engine_core, finish, launch, wait_exit
+from tests.vllm.conftest import VLLM_SETTINGS
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.allow_hosts(["127.0.0.1"])]
 
@@ -37,11 +37,11 @@ BODY = {"model": "mfs-demo", "seed": 5, "messages": [{"role": "user", "content":
 WORDS = "vLLM's engine core died"
 
 
-def serve():  # noqa: ANN201
+def serve():
     return launch(["nice", "-n", "19", *COMMAND], env=ENV, start_timeout=900.0)
 
 
-def check_dead_then_exit(server, killed_at: float, children: list[psutil.Process]) -> None:  # noqa: ANN001
+def check_dead_then_exit(server, killed_at: float, children: list[psutil.Process]) -> None:
     """The server answers 503 (health and requests) until it exits with status 2 within :data:`EXIT_BOUND`
     seconds of the kill, leaving none of its vLLM processes behind."""
     try:
@@ -114,7 +114,7 @@ def test_an_engine_whose_core_was_killed_mid_decode_raises_and_a_new_one_loads_a
         def decode() -> None:
             try:
                 engine.decode([question] * 2, timeout=120)
-            except BaseException as exc:  # noqa: BLE001 - what the caller got
+            except BaseException as exc:
                 caught.append(exc)
 
         caller = threading.Thread(target=decode)
