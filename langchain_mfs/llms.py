@@ -109,7 +109,8 @@ class MFSLLM(MFSParams, BaseLLM):
             prompts: P prompts, each a non-blank string.
             stop: stop sequences of this call, applied with the instance's ``stop``.
             run_manager: LangChain's callback manager (unused: nothing streams here).
-            **kwargs: per-call settings (``step_beam_size=4``, ``max_tokens``, ``method``...).
+            **kwargs: the call keywords (:class:`mfs_core.call.CallKeywords`): settings
+                (``step_beam_size=4``, ``max_tokens``), ``method``, ``response_format``.
 
         Returns:
             P generations (one each) and ``llm_output`` with ``token_usage`` and ``model_name``.

@@ -347,7 +347,8 @@ class MFSLLM(ToolResponses, MFSFields, ClosesOnExit):
         Args:
             prompt: the question (or a prompt already built by a LlamaIndex template).
             formatted: True if ``completion_to_prompt`` was already applied.
-            **kwargs: per-call setting overrides, and ``stop`` (list of strings).
+            **kwargs: the call keywords (:class:`mfs_core.call.CallKeywords`): setting overrides,
+                ``method``, ``stop`` (list of strings), ``response_format``.
 
         Returns:
             The chosen reasoning path as ``text``; ``raw["usage"]`` holds ``prompt_tokens``
@@ -357,8 +358,8 @@ class MFSLLM(ToolResponses, MFSFields, ClosesOnExit):
             summary) and the rest of :func:`mfs_core.call.result_metadata`.
 
         Raises:
-            TypeError: an unknown keyword; a prompt that is not a string.
-            ValueError: an empty prompt; a prompt over the context window.
+            TypeError: an unknown keyword, ``tools`` (a completion renders none); a prompt that is not a string.
+            ValueError: an empty prompt; a prompt over the context window; an unknown ``method``.
         """
         [reply] = self._caller().run(self._completion_input(prompt, formatted), self._keywords(kwargs))
         return completion(reply)
@@ -415,8 +416,9 @@ class MFSLLM(ToolResponses, MFSFields, ClosesOnExit):
 
         Args:
             messages: the conversation.
-            **kwargs: per-call settings, ``stop``, and ``tools`` (OpenAI-format function
-                tools) with ``tool_choice``, as :meth:`_prepare_chat_with_tools` passes them.
+            **kwargs: the call keywords (:class:`mfs_core.call.CallKeywords`): settings, ``method``,
+                ``stop``, ``response_format``, and ``tools`` (OpenAI-format function tools) with
+                ``tool_choice``, as :meth:`_prepare_chat_with_tools` passes them.
 
         Returns:
             An assistant message with the chosen reasoning path (with tools: the text

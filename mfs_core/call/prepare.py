@@ -93,18 +93,19 @@ def prepare(engine: MFSEngine, settings: MFSSettings, call_input: CallInput,
         ToolsNotSupportedError: tools on a model whose template does not render them.
         ContextWindowError: a prompt as long as the model's context window or longer.
     """
-    tools = dict(tools=keywords.tools, tool_choice=keywords.tool_choice)
+    tools, choice, response_format = keywords.tools, keywords.tool_choice, keywords.response_format
     if isinstance(call_input, ChatInput):
         if call_input.as_text is None or uses_chat_template(engine.backend, settings.prompt_format):
-            return [prepare_call(engine, settings, call_input.messages, **tools, response_format=keywords.response_format)]
-        if plan_call(engine.backend, settings, **tools).prompt_tools() is not None:
+            return [prepare_call(engine, settings, call_input.messages, tools=tools, tool_choice=choice,
+                                 response_format=response_format)]
+        if plan_call(engine.backend, settings, tools=tools, tool_choice=choice).prompt_tools() is not None:
             msg = f"tools need the chat template, but prompt_format={settings.prompt_format!r}"
             raise ValueError(msg)
-        return prepare_prompts(engine, settings, [call_input.as_text()], response_format=keywords.response_format)
+        return prepare_prompts(engine, settings, [call_input.as_text()], response_format=response_format)
     if keywords.has_tools:
         msg = "tools and tool_choice need a chat call: a completion prompt renders no tools"
         raise TypeError(msg)
-    return prepare_prompts(engine, settings, call_input.prompts, response_format=keywords.response_format)
+    return prepare_prompts(engine, settings, call_input.prompts, response_format=response_format)
 
 
 def prepare_call(
