@@ -30,14 +30,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mfs_core.engine import MFSEngine
 from mfs_core.errors import BackendDeadError
 from mfs_core.serve.schemas import RequestError
-
-if TYPE_CHECKING:
-    from mfs_core.serve.app import MFSServer
 
 __all__ = ["MAX_RELOAD_DELAY", "BackendWatch", "backend_failure"]
 
@@ -66,7 +63,8 @@ class BackendWatch:
     """Watches the server's backend and acts once it cannot serve (see the module docstring).
 
     Args:
-        server: the server whose ``engine`` is watched (and replaced by a reload).
+        server: the :class:`~mfs_core.serve.app.MFSServer` whose ``engine`` is watched (and replaced by a
+            reload); typed ``Any`` so this module does not import the app that imports it.
 
     Attributes:
         state: ``"ready"``, ``"reloading"`` or ``"dead"`` (waiting to exit).
@@ -79,7 +77,7 @@ class BackendWatch:
             :func:`mfs_core.serve.run`; None: the app keeps answering 503 and logs why).
     """
 
-    def __init__(self, server: MFSServer) -> None:
+    def __init__(self, server: Any) -> None:
         self.server = server
         self.state = "ready"
         self.reason: str | None = None
