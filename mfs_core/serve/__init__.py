@@ -80,7 +80,29 @@ def run(settings: MFSSettings, config: ServerSettings | None = None, *, log_leve
         from mfs_core.errors import BackendDeadError
 
         logger.error("exiting: the backend could not serve (%s)", watch.exit_reason)
+        _exit_within(EXIT_GRACE_SECONDS, 2)
         raise BackendDeadError(watch.exit_reason, settings.model)
+
+
+EXIT_GRACE_SECONDS = 10.0
+"""Most seconds the interpreter's own teardown may take once the server stopped for a dead backend (measured:
+up to 22 s on a loaded 2-core machine after vLLM's engine core was killed); past it the process ends with
+``os._exit`` so its supervisor sees the exit."""
+
+
+def _exit_within(seconds: float, status: int) -> None:
+    """End the process with ``status`` if it is still alive ``seconds`` from now (a daemon thread)."""
+    import os
+    import threading
+
+    def hard_exit() -> None:
+        time.sleep(seconds)
+        logger.error("the process did not end within %s s of the server's stop; exiting with status %d now",
+                     seconds, status)
+        logging.shutdown()
+        os._exit(status)
+
+    threading.Thread(target=hard_exit, name="mfs-exit-deadline", daemon=True).start()
 
 
 _CLOSE_SECONDS = 5
