@@ -406,17 +406,22 @@ def _write_float32_checkpoint(path: Path, folder: Path, shard_bytes: int | None 
         shards.append(list(shard))
         shard, size = {}, 0
 
+    def add(name: str, weights: torch.Tensor) -> None:
+        nonlocal size, total
+        if shard and size + weights.nbytes > limit:
+            flush()
+        shard[name] = weights
+        size += weights.nbytes
+        total += weights.nbytes
+
+    parsed["tensors"] = {}  # where some processors (MoE experts, GPT-2's output matrix) put their tensors
     for tensor in reader.tensors:
         result = processor.process(weights=dequantize(tensor.data, tensor.tensor_type), name=tensor.name,
                                    tensor_key_mapping=names, parsed_parameters=parsed)
-        if result.name not in names:
-            continue
-        weights = torch.from_numpy(np.array(result.weights, dtype=np.float32))
-        if shard and size + weights.nbytes > limit:
-            flush()
-        shard[names[result.name]] = weights
-        size += weights.nbytes
-        total += weights.nbytes
+        if result.name in names:
+            add(names[result.name], torch.from_numpy(np.array(result.weights, dtype=np.float32)))
+    for name, weights in parsed.pop("tensors").items():
+        add(name, weights.to(torch.float32).contiguous())
     if shard:
         flush()
     written = {name for files in shards for name in files}
