@@ -26,8 +26,8 @@ pytestmark = [pytest.mark.qwen_1_5b, pytest.mark.vllm, pytest.mark.slow, pytest.
 
 def test_a_greedy_answer_on_vllm(qwen_1_5b_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(qwen_1_5b_cache))
-    # 1 GiB of KV cache and a 2,048-token window: one short question
-    settings = MFSSettings(model=QWEN_1_5B, backend="vllm", kv_cache_gib=1.0, max_model_len=2048,
+    # a 1,024-token window and 0.25 GiB of KV cache (28 KiB per token in bfloat16): one short question
+    settings = MFSSettings(model=QWEN_1_5B, backend="vllm", kv_cache_gib=0.25, max_model_len=1024,
                            max_answer_tokens=128, seed=0)
     backend = VLLMBackend.from_settings(settings)
     try:
