@@ -31,8 +31,8 @@ class BackendIdentity(BaseModel):
 
         ``device="auto"`` is resolved (to ``"cuda"`` when torch sees a GPU, else ``"cpu"``), so
         ``"auto"`` and the device it means share one model; the device counts only for
-        ``backend='transformers'`` (the others never use it, and need no torch). The API key
-        enters only as a digest; lists and dicts as tuples and JSON.
+        ``backend='transformers'`` (the others never use it, and need no torch). ``scheduling="auto"`` is
+        resolved as the settings resolve it. The API key enters only as a digest; lists and dicts as tuples and JSON.
         """
         value = getattr(self, name)
         if name == "device":
@@ -44,6 +44,8 @@ class BackendIdentity(BaseModel):
             return tuple(value)
         if name == "vllm_kwargs":
             return json.dumps(value, sort_keys=True, default=repr)
+        if name == "scheduling" and value == "auto":  # what "auto" means (MFSSettings.scheduler)
+            return "continuous" if self.backend == "vllm" else "lockstep"
         return value
 
     def identity(self) -> tuple:

@@ -24,7 +24,7 @@ import typer
 from mfs_core import __version__
 from mfs_core.bench.cli import (
     CPU_NUM_ROLLOUTS, CPU_STEP_BEAM_SIZE, ApiKeyOption, BaseUrlOption, DeviceOption, DtypeOption, SchedulingOption,
-    TokenizerOption, bench, check_base_url, choose_backend, vllm_scheduling,
+    TokenizerOption, bench, check_base_url, choose_backend,
 )
 from mfs_core.backends._hf import quiet_transformers
 from mfs_core.errors import MFSError, format_validation_error
@@ -126,11 +126,6 @@ def setting_flags(values: dict[str, Any]) -> dict[str, Any]:
     flags = {name: values[name] for name in _SETTING_FLAGS}
     flags["base_urls"] = flags.pop("base_url") or None
     return flags
-
-
-def serve_scheduling(settings: MFSSettings, sources: dict[str, str]) -> MFSSettings:
-    """``mfs serve``'s engine design: :func:`vllm_scheduling` for ``"mfs serve"``."""
-    return vllm_scheduling(settings, sources, "mfs serve")
 
 
 def resolve_settings(flags: dict[str, Any]) -> tuple[MFSSettings, dict[str, str]]:
@@ -368,7 +363,6 @@ def serve(
     }
     try:
         settings, sources = resolve_settings(flags)
-        settings = serve_scheduling(settings, sources)
         check_model(settings)
         config = serve_cli.server_settings(server_flags)
     except (CLIError, ValueError) as exc:

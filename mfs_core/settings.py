@@ -1,12 +1,8 @@
 """Every knob of the library, in one pydantic-settings model.
 
-Values come from keyword arguments, then ``MFS_*`` environment variables, then a ``.env``
-file, then the defaults below, which are the paper's (MFS, EACL 2026, Appendix B) unless a
-field says otherwise. Constructing settings does no I/O beyond reading the environment and
-the ``.env`` file. Only ``MFS_*`` names are read: other variables (``OPENAI_API_KEY=...``
-in a LangChain project's ``.env``) are ignored, and an ``MFS_*`` name that is no setting
-warns, naming the closest one. A bad value raises ``pydantic.ValidationError`` naming the
-field and the value (:func:`mfs_core.errors.format_validation_error` prints it on one line).
+Values come from keyword arguments, then ``MFS_*`` environment variables, then a ``.env`` file, then the
+defaults below, which are the paper's (MFS, EACL 2026, Appendix B) unless a field says otherwise.
+Constructing settings does no I/O beyond reading the environment and the ``.env`` file.
 """
 
 from __future__ import annotations
@@ -46,10 +42,9 @@ class MFSSettings(BaseSettings):
     Example:
         ``MFSSettings(step_beam_size=4)`` or ``MFS_STEP_BEAM_SIZE=4`` in the environment.
 
-    Only ``MFS_*`` environment variables and ``.env`` entries are read; others are ignored,
-    and an ``MFS_*`` one that names no setting warns (:class:`UnknownSettingWarning`, with
-    the closest setting's name). ``api_key`` is a ``SecretStr``: ``repr``, ``str`` and JSON
-    dumps show ``'**********'``; ``settings.api_key.get_secret_value()`` is the key.
+    Only ``MFS_*`` variables and ``.env`` entries are read (other names, e.g. ``OPENAI_API_KEY``, are
+    ignored; an ``MFS_*`` one that names no setting warns, :class:`UnknownSettingWarning`). ``api_key`` is a
+    ``SecretStr``: ``repr``, ``str`` and JSON dumps show ``'**********'``.
 
     Raises:
         TypeError: a keyword argument that is no setting (the message names the closest one).
@@ -213,13 +208,14 @@ class MFSSettings(BaseSettings):
         description="backend='vllm': further keyword arguments of vllm.LLM / EngineArgs (e.g. "
         "{'enforce_eager': True, 'quantization': 'fp8'}). Keys that have a setting of their own are refused.",
     )
-    scheduling: Literal["lockstep", "continuous"] = Field(
-        default="lockstep",
+    scheduling: Literal["auto", "lockstep", "continuous"] = Field(
+        default="auto",
         description="How the engine feeds the requests of concurrent decodes to the model. 'lockstep' (any "
         "backend): one backend.generate call per round holding every live decode's requests, so a round waits for "
         "its longest request and a new decode for the round. 'continuous' (backend='vllm' only): each decode's "
         "requests go to vLLM's AsyncLLM on their own as soon as the decode asks, and vLLM's scheduler batches "
-        "across decodes (continuous batching). Same seeded samples either way (per-request seeds); docs/serve.md.",
+        "across decodes (continuous batching). 'auto' (the default): continuous on backend='vllm', lockstep "
+        "elsewhere (MFSSettings.scheduler). Same seeded samples either way (per-request seeds); docs/serve.md.",
     )
 
     @field_validator("base_urls", mode="before")
@@ -537,14 +533,19 @@ class MFSSettings(BaseSettings):
 
     @property
     def rollout_sampling_temperature(self) -> float:
-        """The temperature foresight rollouts and final completions are sampled at:
-        ``rollout_temperature``, or ``temperature`` when that is None (the paper's search)."""
+        """The temperature of foresight rollouts and final completions: ``rollout_temperature``, else ``temperature``."""
         return self.rollout_temperature if self.rollout_temperature is not None else self.temperature
 
     @property
+    def scheduler(self) -> Literal["lockstep", "continuous"]:
+        """The scheduling the engine runs: ``scheduling``, with ``"auto"`` read as continuous on vLLM, else lockstep."""
+        if self.scheduling == "auto":
+            return "continuous" if self.backend == "vllm" else "lockstep"
+        return self.scheduling
+
+    @property
     def deepconf_batch_size(self) -> int:
-        """Traces per round of ``deepconf`` after the warm-up: ``deepconf_batch``, or
-        ``deepconf_warmup`` when that is None."""
+        """Traces per round of ``deepconf`` after the warm-up: ``deepconf_batch``, or ``deepconf_warmup`` if None."""
         return self.deepconf_batch if self.deepconf_batch is not None else self.deepconf_warmup
 
     @property

@@ -32,7 +32,7 @@ def create_backend(settings: MFSSettings) -> Backend:
         from mfs_core.backends.transformers import TransformersBackend
 
         return TransformersBackend.from_settings(settings)
-    if settings.backend == "vllm" and settings.scheduling == "continuous":
+    if settings.backend == "vllm" and settings.scheduler == "continuous":
         from mfs_core.backends.vllm_async import AsyncVLLMBackend
 
         return AsyncVLLMBackend.from_settings(settings)

@@ -24,7 +24,7 @@ from mfs_core.backends._hf import quiet_transformers
 
 __all__ = [
     "ApiKeyOption", "BaseUrlOption", "DeviceOption", "DtypeOption", "SchedulingOption", "TokenizerOption", "bench",
-    "check_base_url", "choose_backend", "default_backend", "import_plugins", "vllm_scheduling",
+    "check_base_url", "choose_backend", "default_backend", "import_plugins",
 ]
 
 logger = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ DtypeOption = Annotated[
 ]
 SchedulingOption = Annotated[
     Optional[str],
-    typer.Option(help="How concurrent decodes reach the model: lockstep (one generate per round for every live "
+    typer.Option(help="How concurrent decodes reach the model: auto (continuous on --backend vllm, else lockstep) | lockstep (one generate per round for every live "
                  "decode) | continuous (--backend vllm: each decode's requests go to vLLM's AsyncLLM on their own; "
                  "continuous batching). See docs/serve.md.",
                  show_default="MFS_SCHEDULING, else continuous on --backend vllm, lockstep elsewhere"),
@@ -168,32 +168,6 @@ def _sc_k(text: str | None, methods: list[str]) -> int | str | None:
     return value
 
 
-def vllm_scheduling(settings: Any, sources: dict[str, str], command: str) -> Any:
-    """The engine design of ``mfs serve`` and ``mfs bench``: ``continuous`` on ``--backend vllm`` unless
-    ``--scheduling`` or ``MFS_SCHEDULING`` chose one; otherwise the settings unchanged.
-
-    Why: both commands keep many decodes in flight, and each lockstep round waits for its longest
-    request while the others idle. Measured: on ``mfs serve``'s load test (docs/serve.md,
-    "Measured": vLLM's CPU build, demo model, M = N = 4, Poisson arrivals at 1, 2 and 3 per second)
-    continuous batching completed more questions per second at every rate with lower p50/p95
-    latency; on 12 GSM8K questions decoded together by MFS on Qwen2.5-Coder-0.5B (M = N = 2,
-    bfloat16, docs/real_models.md) it took 155 s against lockstep's 342 s. The library's default
-    (``lockstep``, every backend) is unchanged.
-
-    Args:
-        settings: the resolved settings.
-        sources: where each setting came from (``scheduling`` is added when this chooses it).
-        command: the command's name, for ``sources`` (``"mfs serve"``, ``"mfs bench"``).
-
-    Returns:
-        The settings, with ``scheduling="continuous"`` where this rule applies.
-    """
-    if settings.backend != "vllm" or "scheduling" in sources:
-        return settings
-    sources["scheduling"] = f"{command}'s default on vLLM"
-    return settings.changed(scheduling="continuous")
-
-
 def bench(
     dataset: Annotated[str, typer.Option(help="gsm8k | math500 | gpqa | reclor | logiqa | arc-c | demo | demo-fresh | demo-fresh2, or a JSON file.")],
     methods: Annotated[str, typer.Option(help="Comma-separated registered methods (cot, sc, esc, deepconf, phi, mfs, "
@@ -253,9 +227,7 @@ def bench(
     if "backend" not in given and "backend" not in environment:
         given["backend"] = default_backend()
     try:
-        settings = MFSSettings(**given)
-        # continuous batching on vLLM unless --scheduling / MFS_SCHEDULING chose (mfs serve's rule)
-        settings = vllm_scheduling(settings, {**environment, **{k: "flag" for k in given}}, "mfs bench")
+        settings = MFSSettings(**given)  # scheduling "auto": continuous batching on vLLM, lockstep elsewhere
         check_base_url(settings.backend, given, "--backend" if backend else environment.get("backend", "default"))
         chosen = parse_methods(methods, _floats(lambda_sweep))
         k = _sc_k(sc_k, [m.label for m in chosen])

@@ -4,11 +4,11 @@ One module per job:
 
 * :mod:`~mfs_core.engine.core`: :class:`MFSEngine`, the public face (settings, the shared
   backend, the entry points that start decodes and wait for them);
-* :mod:`~mfs_core.engine.lockstep`: ``scheduling="lockstep"`` (default, any backend): each
+* :mod:`~mfs_core.engine.lockstep`: lockstep scheduling (any backend; the default but on vLLM): each
   round the scheduler gathers the pending requests of every live decoder (many questions,
   many callers, sync or async), makes **one** ``backend.generate`` call, and hands each
   decoder its share (DESIGN.md, "Decoders are coroutines; the engine batches them");
-* :mod:`~mfs_core.engine.continuous`: ``scheduling="continuous"`` (``backend="vllm"``):
+* :mod:`~mfs_core.engine.continuous`: continuous scheduling (``backend="vllm"``, its default):
   each decoder runs as a task of its own on the backend's event loop and awaits its own
   requests from vLLM's ``AsyncLLM``, which batches them as they come;
 * :mod:`~mfs_core.engine.scheduler`: what both share (the base scheduler, a decode's future,

@@ -47,7 +47,7 @@ class MFSEngine:
         """
         self.settings = settings if settings is not None else MFSSettings()
         self._scheduler = (_scheduler if _scheduler is not None
-                           else registry.make_scheduler(backend, self.settings.scheduling))
+                           else registry.make_scheduler(backend, self.settings.scheduler))
         self._closed = False
         registry.count_in(self._scheduler)
 

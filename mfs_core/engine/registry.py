@@ -64,7 +64,7 @@ def shared_scheduler(settings: MFSSettings) -> Scheduler:
             del SCHEDULERS[key]
             scheduler = None
         if scheduler is None:
-            scheduler = make_scheduler(create_backend(settings), settings.scheduling)
+            scheduler = make_scheduler(create_backend(settings), settings.scheduler)
             SCHEDULERS[key] = scheduler
             atexit.unregister(close_shared_at_exit)  # to the end of the list: it runs first at exit
             atexit.register(close_shared_at_exit)

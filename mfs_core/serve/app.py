@@ -1,10 +1,10 @@
 """The ASGI app of ``mfs serve``: MFS behind OpenAI's chat and completions endpoints.
 
 One :class:`~mfs_core.engine.MFSEngine` serves every request, so concurrent requests share
-the model: under ``scheduling="lockstep"`` (the library's default) the engine batches the rounds of all live
-decodes into one ``backend.generate`` call (DESIGN.md); under ``"continuous"`` (vLLM) each
-decode's requests go to vLLM's ``AsyncLLM`` on their own (:mod:`mfs_core.engine`); ``mfs serve
---backend vllm`` picks it unless told otherwise (:func:`mfs_core.cli.serve_scheduling`, docs/serve.md). Each request is checked (:mod:`mfs_core.serve.schemas`), planned
+the model: under lockstep scheduling (transformers, HTTP) the engine batches the rounds of all live
+decodes into one ``backend.generate`` call (DESIGN.md); under continuous scheduling (vLLM, the default
+there: :attr:`MFSSettings.scheduler`) each decode's requests go to vLLM's ``AsyncLLM`` on their own
+(:mod:`mfs_core.engine`, docs/serve.md). Each request is checked (:mod:`mfs_core.serve.schemas`), planned
 and rendered as the adapters do (:mod:`mfs_core.call`), held to the
 operator's limits and admitted by its worst-case work (:mod:`mfs_core.serve.limits`: 400 over a
 limit, 429 with ``Retry-After`` while the engine is full), then decoded within

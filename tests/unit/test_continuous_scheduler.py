@@ -238,4 +238,4 @@ def test_continuous_needs_an_async_backend_and_the_vllm_backend() -> None:
         MFSSettings(scheduling="continuous")
     with pytest.raises(ValidationError, match="scheduling"):
         MFSSettings(backend="vllm", scheduling="batched")
-    assert MFSSettings().scheduling == "lockstep"
+    assert MFSSettings().scheduling == "auto" and MFSSettings(backend="vllm").scheduler == "continuous"

@@ -1,5 +1,5 @@
 """``mfs serve``'s flags: bad values fail in one line before any model loads; MFS_SERVER_* is read; the vLLM
-scheduling rule ``mfs serve`` and ``mfs bench`` share."""
+scheduling rule of the settings that ``mfs serve`` and ``mfs bench`` follow."""
 
 from __future__ import annotations
 
@@ -47,18 +47,16 @@ def test_the_server_key_is_a_secret(monkeypatch) -> None:
     assert "sk-secret-value" not in repr(config) and "sk-secret-value" not in str(config.model_dump())
 
 
-def test_serve_runs_vllm_with_continuous_batching_unless_scheduling_was_chosen() -> None:
-    from mfs_core.cli import serve_scheduling
+def test_the_library_runs_vllm_with_continuous_batching_unless_scheduling_was_chosen() -> None:
     from mfs_core.settings import MFSSettings
 
     vllm = MFSSettings.from_values({"backend": "vllm"})
-    assert vllm.scheduling == "lockstep"  # the library's default stays
-    sources: dict[str, str] = {}
-    assert serve_scheduling(vllm, sources).scheduling == "continuous"
-    assert sources == {"scheduling": "mfs serve's default on vLLM"}
-    assert serve_scheduling(vllm, {"scheduling": "MFS_SCHEDULING"}).scheduling == "lockstep"  # chosen: kept
+    assert (vllm.scheduling, vllm.scheduler) == ("auto", "continuous")
+    assert MFSSettings.from_values({"backend": "vllm", "scheduling": "lockstep"}).scheduler == "lockstep"  # chosen: kept
     hf = MFSSettings.from_values({"backend": "transformers"})
-    assert serve_scheduling(hf, {}) is hf  # continuous needs vLLM
+    assert (hf.scheduling, hf.scheduler) == ("auto", "lockstep")  # continuous needs vLLM
+    assert vllm.backend_settings == MFSSettings.from_values({"backend": "vllm", "scheduling": "continuous"}).backend_settings
+    assert vllm.backend_settings != MFSSettings.from_values({"backend": "vllm", "scheduling": "lockstep"}).backend_settings
 
 
 @pytest.mark.parametrize(("flags", "env", "expected"), [
@@ -70,7 +68,7 @@ def test_serve_runs_vllm_with_continuous_batching_unless_scheduling_was_chosen()
 def test_bench_runs_vllm_with_continuous_batching_unless_scheduling_was_chosen(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, flags: list[str], env: dict[str, str], expected: str,
 ) -> None:
-    """``mfs bench`` follows ``mfs serve``'s rule (12 Qwen GSM8K questions: 155 s continuous, 342 s lockstep);
+    """``mfs bench`` follows the settings' rule (12 Qwen GSM8K questions: 155 s continuous, 342 s lockstep);
     the engine is stopped before it loads a model."""
     from typer.testing import CliRunner
 
@@ -89,4 +87,4 @@ def test_bench_runs_vllm_with_continuous_batching_unless_scheduling_was_chosen(
     result = CliRunner().invoke(app, ["bench", "--dataset", "demo", "--limit", "1", "--methods", "cot",
                                       "--out", str(tmp_path / "run"), "--no-progress", *flags])
     assert result.exit_code == 2 and "stopped before loading a model" in result.output
-    assert seen[0].scheduling == expected
+    assert seen[0].scheduler == expected

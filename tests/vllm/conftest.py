@@ -23,7 +23,7 @@ from mfs_core.settings import MFSSettings  # noqa: E402
 
 # float32 everywhere, so that greedy decodes can be compared with the transformers backend; 1 GiB
 # of KV cache holds far more than these tests' rounds (the demo model: 4 layers, 2,048 tokens).
-VLLM_SETTINGS = MFSSettings(backend="vllm", dtype="float32", kv_cache_gib=1.0)
+VLLM_SETTINGS = MFSSettings(backend="vllm", dtype="float32", kv_cache_gib=1.0, scheduling="lockstep")
 
 
 def on_gpu() -> bool:
