@@ -176,7 +176,7 @@ class MFSEngine:
             ValueError / TypeError: an empty prompt list or prompt, an unknown method, a list
                 of answer keys whose length is not P, an ``answer_key`` for a decoder that
                 takes none, or an action vote for φ
-                (:data:`~mfs_core.decoders.SELECTING_DECODERS`; the message names it).
+                (a decoder whose spec has ``final="select"``; the message names it).
             BackendDeadError: the backend died (:attr:`dead_reason`); decodes in flight when it
                 died fail with it too.
         """
