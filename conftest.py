@@ -1,4 +1,4 @@
-"""Shared fixtures: the demo model loads once per test session.
+"""Fixtures shared by tests/ and experiments/tests: the demo model loads once per test session.
 
 Tests never touch the network (pytest-socket is on in pyproject.toml) and the Hugging Face
 hub is forced offline here.
@@ -14,9 +14,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-# Small search so the integration tests stay fast on 2 CPU cores (160 answer tokens hold a 4-operation
-# solution of the v3 demo model with its check lines; 64 cut them short).
-SMALL_SEARCH = {"step_beam_size": 2, "num_rollouts": 3, "max_steps": 4, "max_answer_tokens": 160, "max_step_tokens": 24}
+from tests.conftest import SMALL_SEARCH  # noqa: E402
 
 
 @pytest.fixture(scope="session")
