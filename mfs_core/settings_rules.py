@@ -8,7 +8,10 @@ search as it was before these rules: a seeded decode gives the same output with 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mfs_core.settings import MFSSettings
 
 __all__ = ["RULE_DESCRIPTIONS", "check_rules"]
 
@@ -52,7 +55,7 @@ RULE_DESCRIPTIONS: dict[str, str] = {
 """Each rule setting's description (what it does, unit, range, default), by field name."""
 
 
-def check_rules(settings: Any) -> None:
+def check_rules(settings: MFSSettings) -> None:
     """The cross-field rule of these settings, called by ``MFSSettings``' model validator.
 
     Raises:

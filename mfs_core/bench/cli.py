@@ -16,11 +16,15 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from mfs_core.backends._hf import quiet_transformers
+
+if TYPE_CHECKING:
+    from mfs_core.bench.datasets import Dataset
+    from mfs_core.settings import MFSSettings
 
 __all__ = [
     "ApiKeyOption", "BaseUrlOption", "DeviceOption", "DtypeOption", "SchedulingOption", "TokenizerOption", "bench",
@@ -266,7 +270,7 @@ def bench(
             sc_k=k, offset=offset, out_dir=out_dir, plot=plot)
 
 
-def _report(records: list[dict[str, Any]], labels: list[str], data: Any, settings: Any, num_parameters: int, *,
+def _report(records: list[dict[str, Any]], labels: list[str], data: Dataset, settings: MFSSettings, num_parameters: int, *,
             sc_k: int | str | None, offset: int, out_dir: Path, plot: bool) -> None:
     """Write and print what ``mfs bench`` reports of a finished run: the table (``results.json``,
     ``.csv``, ``.md``), the paired comparisons with MFS, the engine's overhead, the plots and the
