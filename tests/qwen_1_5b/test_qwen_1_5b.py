@@ -70,11 +70,13 @@ def test_the_parts_are_joined_checked_and_converted_to_a_float32_checkpoint(engi
 
 
 def test_a_greedy_answer(engine: Any) -> None:
-    settings = MFSSettings(model=QWEN_1_5B, max_answer_tokens=128, **SETTINGS)
+    """256 tokens at most: in bfloat16 on transformers the greedy text was still at "4. Perform the
+    addition: 3 + 4" after 128 tokens (vLLM's bfloat16 answer stated 7 after 103)."""
+    settings = MFSSettings(model=QWEN_1_5B, max_answer_tokens=256, **SETTINGS)
     result = engine.decode([QUESTION], settings=settings, method="cot")[0]
     print(repr(result.text), result.answer, result.output_tokens)
     assert result.answer == "7"
-    assert 0 < result.output_tokens <= 128
+    assert 0 < result.output_tokens <= 256
 
 
 def test_bound_tools_under_the_defaults_give_a_tool_call(engine: Any, monkeypatch: pytest.MonkeyPatch) -> None:
