@@ -94,7 +94,8 @@ def no_model_load(monkeypatch):
          "be greater than or equal to 0; allowed: 0.0 <= prune_lambda"),
         (["--model", "/nonexistent/model-dir"], {}, "error: model '/nonexistent/model-dir' was not found: no such "
          "directory (give a directory with a Hugging Face checkpoint, a .gguf file, a model name in the local Hugging "
-         "Face cache, 'mfs-demo', or a packaged model: qwen2.5-coder-0.5b-instruct, smollm2-135m-instruct)"),
+         "Face cache, 'mfs-demo', or a packaged model: qwen2.5-coder-0.5b-instruct, qwen2.5-coder-1.5b-instruct, "
+         "smollm2-135m-instruct)"),
         (["--model", "/nonexistent/weights.gguf"], {}, "error: model '/nonexistent/weights.gguf' was not found: no "
          "such GGUF file"),
     ],
