@@ -2,9 +2,22 @@
 
 :class:`MFSError` is the root of every exception the library defines (``except MFSError``
 catches any of them); each also keeps its built-in base (``ValueError``, ``RuntimeError``,
-...), so ``except`` clauses written against those still work. :class:`ContextWindowError`, :class:`BackendOutputError` and :class:`GenerateTimeoutError`
-are raised by the backends and the engine (also importable from ``mfs_core.backends.base``,
-their former home).
+...), so ``except`` clauses written against those still work. :class:`ContextWindowError`,
+:class:`BackendOutputError` (with :class:`MissingLogprobsError` and :class:`SingleSampleError`),
+:class:`ServerRequestError` (with :class:`ServerUnreachableError`), :class:`BackendDeadError` and
+:class:`GenerateTimeoutError` are raised by the backends and the engine.
+
+The backends' errors::
+
+    MFSError
+    ├── ContextWindowError (ValueError)       a prompt does not fit the model
+    ├── BackendOutputError (RuntimeError)     an answer that cannot be used (every backend)
+    │   ├── MissingLogprobsError              ... because it has no per-token log-probs
+    │   └── SingleSampleError                 ... because a server samples once per request
+    ├── ServerRequestError (RuntimeError)     an HTTP request failed (refused, or past its retries)
+    │   └── ServerUnreachableError            ... because nothing listens at any URL
+    ├── BackendDeadError (RuntimeError)       the backend is gone for good
+    └── GenerateTimeoutError (TimeoutError)   a generate call took too long
 
 A pydantic ``ValidationError`` prints several lines per error and a documentation URL;
 :func:`format_validation_error` turns it into one line that names each bad field, the value
@@ -24,7 +37,7 @@ from pydantic import BaseModel, ValidationError
 
 __all__ = [
     "BackendDeadError", "BackendOutputError", "ContextWindowError", "DecodeTimeoutError", "GenerateTimeoutError", "MFSError",
-    "OneLineValidationError",
+    "MissingLogprobsError", "OneLineValidationError", "ServerRequestError", "ServerUnreachableError", "SingleSampleError",
     "allowed_range",
     "closest", "format_validation_error", "one_line", "unknown_name_message",
 ]
@@ -34,7 +47,7 @@ class MFSError(Exception):
     """The root of the library's exceptions: ``except MFSError`` catches any error mfs raises itself.
 
     Every subclass also derives from the built-in exception it was before this root existed
-    (``ContextWindowError`` is a ``ValueError``, ``OpenAIBackendError`` a ``RuntimeError``, ...).
+    (``ContextWindowError`` is a ``ValueError``, ``BackendOutputError`` a ``RuntimeError``, ...).
     Errors of the libraries underneath (pydantic, httpx, vLLM, torch) pass through unchanged,
     except pydantic's on settings, which become :class:`OneLineValidationError`.
     """
@@ -45,12 +58,40 @@ class ContextWindowError(MFSError, ValueError):
 
 
 class BackendOutputError(MFSError, RuntimeError):
-    """A backend answered a ``generate`` call in a shape the protocol does not allow.
+    """A backend's answer to a ``generate`` call cannot be used: the one error for bad model output.
 
-    Too few or too many results or continuations, or a log-probability that is NaN or
-    infinite. The engine retries the decodes of such a round one at a time, so only the
-    decode whose requests cause it fails.
+    Raised by the engine when a backend returns a shape the protocol does not allow (too few
+    or too many results or continuations, a log-probability that is NaN or infinite), and by
+    the backends themselves when what their model or server returned cannot be mapped onto
+    continuations: vLLM's output without ``cumulative_logprob``, aborted or unfinished; an
+    HTTP answer without a ``choices`` list, with the wrong number of choices, an unknown
+    ``finish_reason`` or token ids that do not match its log-probs. The engine retries the
+    decodes of such a round one at a time, so only the decode whose requests cause it fails.
     """
+
+
+class MissingLogprobsError(BackendOutputError):
+    """A model or server returned a completion without per-token log-probs (or, for DeepConf's
+    ``top_logprobs``, without the top log-probs of every token): MFS cannot score it."""
+
+
+class SingleSampleError(BackendOutputError):
+    """A server answered a request with ``n`` > 1 with one choice, or refused ``n`` > 1.
+
+    The HTTP backend with ``server_n="auto"`` then sends such requests one per sample from
+    then on; with ``server_n="yes"`` it is raised to the caller.
+    """
+
+
+class ServerRequestError(MFSError, RuntimeError):
+    """An HTTP request to an OpenAI-compatible server failed: refused with a 4xx answer other
+    than a too-long prompt, or still failing (timeouts, 408, 429, 5xx, malformed bodies) after
+    the backend's ``max_retries`` retries. The message names the URLs and the last fault."""
+
+
+class ServerUnreachableError(ServerRequestError):
+    """Nothing listens at any URL a request may try (connection refused, or the host name does
+    not resolve): raised at once, without waiting on retries."""
 
 
 class BackendDeadError(MFSError, RuntimeError):

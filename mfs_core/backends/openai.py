@@ -11,7 +11,7 @@ cache sees prompts sharing a prefix one after another.
 
 A request whose :attr:`~mfs_core.types.GenerationRequest.cancel` event is set while its POST is
 in flight (its decode was abandoned: the client disconnected, or its deadline passed) has
-that POST cancelled within :data:`CANCEL_POLL_S`: the connection is closed, which makes
+that POST cancelled within :data:`~mfs_core.backends.openai_sender.CANCEL_POLL_S`: the connection is closed, which makes
 ``vllm serve`` abort the request (its completion route runs under ``with_cancellation``,
 ``vllm/entrypoints/utils.py``, which aborts on the client's disconnect), and the request's
 continuations come back empty with ``finish_reason="abort"``; the round's other POSTs run on. Response shape and
@@ -22,7 +22,7 @@ Each POST body holds ``model``, ``prompt``, ``n``, ``max_tokens`` (vLLM's defaul
 sent, clamped to the context window when the prompt length is known), ``temperature``,
 ``top_p``, ``stop``, ``seed`` and ``logprobs=1`` (``logprobs=k`` for a request with
 ``top_logprobs = k``, DeepConf's, whose ``choices[].logprobs.top_logprobs`` become
-``Continuation.token_confidences``: :func:`token_confidences`; a greedy request: ``temperature=0`` and
+``Continuation.token_confidences``: :func:`~mfs_core.backends.openai_wire.token_confidences`; a greedy request: ``temperature=0`` and
 ``n=1``, its answer repeated ``n`` times); with ``vllm_extensions`` (default) also
 ``return_token_ids=true`` (the sampled token ids come back), ``return_tokens_as_token_ids=true``
 for a request with ``top_logprobs`` (its alternatives keyed by token id) and, when the prompt already
@@ -65,10 +65,18 @@ Mapping a choice onto a :class:`~mfs_core.types.Continuation`:
 Faults: a 408, 429 or 5xx answer, a timeout, a connection error or a body that is not JSON
 is retried ``max_retries`` times on the next replica, after ``Retry-After`` when the server
 sends one, else after exponential backoff (``backoff · 2^attempt`` seconds, at most
-``max_backoff``); then :class:`OpenAIBackendError` names the URL, the attempts and the last
-fault. A 400 about the context length raises :class:`~mfs_core.errors.ContextWindowError`;
-other 4xx answers, and answers that cannot be mapped, raise at once. A choice without
-log-probs raises :class:`MissingLogprobsError`: MFS cannot score steps without them.
+``max_backoff``); then :class:`~mfs_core.errors.ServerRequestError` names the URL, the attempts
+and the last fault. A 400 about the context length raises :class:`~mfs_core.errors.ContextWindowError`;
+other 4xx answers raise :class:`~mfs_core.errors.ServerRequestError` at once, and answers that cannot
+be mapped :class:`~mfs_core.errors.BackendOutputError`. A choice without log-probs raises its
+:class:`~mfs_core.errors.MissingLogprobsError`: MFS cannot score steps without them.
+
+The backend is built from parts that receive what they use: the
+:class:`~mfs_core.backends.openai_sender.HTTPSender` (the ``httpx`` client per event loop, the
+retry policy, the replicas' health), the :class:`~mfs_core.backends.replica_routing.ReplicaRouter`
+(which replica each POST goes to first) and the pure wire format
+(:mod:`mfs_core.backends.openai_wire`). The backend itself builds the POST bodies, fans requests
+out for servers that sample once per request, and waits.
 """
 
 from __future__ import annotations
@@ -76,7 +84,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import weakref
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -86,55 +93,19 @@ from pydantic import SecretStr
 from mfs_core.backends import _hf
 from mfs_core.backends._loop import EventLoopThread
 from mfs_core.backends.base import warn_unconstrained_grammar, warn_unhonoured_choices
-from mfs_core.errors import ContextWindowError
+from mfs_core.backends.openai_sender import HTTPSender, Post
+from mfs_core.backends.openai_wire import UNKNOWN_CONTEXT_WINDOW, ServerN, _import_httpx, _normalise_url, sample_seed
+from mfs_core.backends.replica_routing import ReplicaRouter, ReplicaRouting
+from mfs_core.errors import ContextWindowError, SingleSampleError
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest
-from mfs_core.backends.openai_retry import RetryingSender
-from mfs_core.backends.replica_routing import ReplicaRouter, ReplicaRouting
-from mfs_core.backends.openai_wire import (  # the wire format: parsing, errors
-    _import_httpx,
-    _normalise_url,
-    MissingLogprobsError,
-    OpenAIBackendError,
-    parse_completion,
-    sample_seed,
-    ServerN,
-    ServerUnreachableError,
-    SingleSampleError,
-    token_confidences,
-    UNKNOWN_CONTEXT_WINDOW,
-)
 
-__all__ = [
-    "MissingLogprobsError", "OpenAIBackend", "OpenAIBackendError", "ServerN", "ServerUnreachableError",
-    "SingleSampleError", "parse_completion", "sample_seed", "token_confidences",
-]
+__all__ = ["OpenAIBackend"]
 
 logger = logging.getLogger(__name__)
 
-CANCEL_POLL_S = 0.02
-"""Seconds between two looks at the cancel events of a round's requests while their POSTs are in flight."""
 
-
-async def _cut_off_cancelled(in_flight: dict[int, asyncio.Future[Any]], jobs: list[tuple[Any, ...]]) -> None:
-    """Every :data:`CANCEL_POLL_S`, cancel the in-flight POSTs whose request's cancel event is set.
-
-    One watcher per :meth:`OpenAIBackend.agenerate` call (a round's requests share few cancel
-    events: one per decode), so the loop wakes once a poll, not once per POST. Runs until cancelled.
-
-    Args:
-        in_flight: job index -> the task of its POST, kept current by the senders.
-        jobs: the call's prepared jobs (``job[1]`` is the request).
-    """
-    while True:
-        await asyncio.sleep(CANCEL_POLL_S)
-        for index, post in list(in_flight.items()):
-            cancel = jobs[index][1].cancel
-            if cancel is not None and cancel.is_set():
-                post.cancel()
-
-
-class OpenAIBackend(RetryingSender):
+class OpenAIBackend:
     """Sample from OpenAI-compatible ``/v1/completions`` servers (``vllm serve`` replicas).
 
     Args:
@@ -152,8 +123,8 @@ class OpenAIBackend(RetryingSender):
             to 300 seconds.
         context_window: the model's context window (tokens); None asks GET ``/v1/models``
             (vLLM's ``max_model_len``), then the tokenizer's ``model_max_length``, else
-            :data:`UNKNOWN_CONTEXT_WINDOW` (the server enforces its own limit, and its 400
-            becomes :class:`ContextWindowError`).
+            :data:`~mfs_core.backends.openai_wire.UNKNOWN_CONTEXT_WINDOW` (the server enforces its
+            own limit, and its 400 becomes :class:`~mfs_core.errors.ContextWindowError`).
         num_parameters: parameter count for FLOPs; None counts it from ``config_source``'s
             config on the meta device, or reports 0 (FLOPs 0, with a warning) when unknown.
         config_source: local directory or cached name holding the model's ``config.json``.
@@ -161,16 +132,26 @@ class OpenAIBackend(RetryingSender):
         vllm_extensions: send vLLM's ``return_token_ids``, ``add_special_tokens`` and ``structured_outputs``
             (a request's grammar) fields.
         extra_body: further JSON fields merged into every POST body (e.g. ``{"top_k": 0}``).
-        server_n: whether the servers return ``n`` samples per request (:data:`ServerN`):
-            ``"yes"`` (vLLM), ``"no"`` (llama.cpp's server, Ollama: a request with ``n`` > 1
-            goes out as ``n`` POSTs with ``n=1`` and seeds :func:`sample_seed`), ``"auto"``
-            (send ``n``; the first answer with one choice, or an error about ``n`` / choices,
-            switches to ``"no"`` for the rest of this backend's life, and the requests it
-            met are sent again fanned out).
+        server_n: whether the servers return ``n`` samples per request
+            (:data:`~mfs_core.backends.openai_wire.ServerN`): ``"yes"`` (vLLM), ``"no"`` (llama.cpp's
+            server, Ollama: a request with ``n`` > 1 goes out as ``n`` POSTs with ``n=1`` and seeds
+            :func:`~mfs_core.backends.openai_wire.sample_seed`), ``"auto"`` (send ``n``; the first
+            answer with one choice, or an error about ``n`` / choices, switches to ``"no"`` for the
+            rest of this backend's life, and the requests it met are sent again fanned out).
         replica_routing: which replica each POST goes to (:mod:`mfs_core.backends.replica_routing`):
             ``"affinity"`` (the replica holding the longest prefix of the prompt, within a load
             bound) or ``"spread"`` (by work alone, each call on its own). Failover is the same
             under both: a failed POST is retried on the next replica.
+
+    Attributes:
+        sender: the :class:`~mfs_core.backends.openai_sender.HTTPSender` that sends the POSTs.
+        router: the :class:`~mfs_core.backends.replica_routing.ReplicaRouter` that picks each POST's replica.
+        fanned_out_posts: POSTs sent for the samples of fanned-out requests (``n`` per request with ``n`` > 1).
+
+    Raises:
+        ValueError: ``base_urls`` empty or a string, a limit out of range, or an unknown ``server_n``
+            or ``replica_routing`` (the message names the value).
+        ImportError: httpx is missing.
 
     Implements :class:`mfs_core.backends.base.Backend`.
     """
@@ -205,35 +186,27 @@ class OpenAIBackend(RetryingSender):
         if server_n not in ("auto", "yes", "no"):
             msg = f"server_n must be 'auto', 'yes' or 'no', got {server_n!r}"
             raise ValueError(msg)
-        self.httpx = _import_httpx()
         self.base_urls = [_normalise_url(url) for url in base_urls]
-        self.router = ReplicaRouter(len(self.base_urls), replica_routing)
         self.model_name = model
         self.tokenizer = tokenizer
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.backoff = backoff
-        self.max_backoff = max_backoff
-        self.max_connections = max_connections
         self.vllm_extensions = vllm_extensions
         self.extra_body = dict(extra_body or {})
+        self.server_n = server_n
         if isinstance(api_key, SecretStr):
             api_key = api_key.get_secret_value()
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.sender = HTTPSender(
+            self.base_urls, httpx=_import_httpx(), headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
+            timeout=timeout, max_retries=max_retries, backoff=backoff, max_backoff=max_backoff,
+            max_connections=max_connections, server_n=server_n)
+        self.router = ReplicaRouter(len(self.base_urls), replica_routing)
         self._context_window = context_window
         self._num_parameters = num_parameters
         self._config_source = config_source
         self._lock = threading.Lock()
         self._loop_thread: EventLoopThread | None = None
-        self._async_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        self._warned_tokenizer = False
         self._warned_no_grammar = False
-        self.server_n = server_n
         self._fan_out: bool | None = {"auto": None, "yes": False, "no": True}[server_n]
         self.fanned_out_posts = 0
-        """POSTs sent for the samples of fanned-out requests (``n`` per request with ``n`` > 1)."""
-        self.cancelled_posts = 0
-        """POSTs cut off in flight or never sent because their request's cancel event was set."""
 
     @classmethod
     def from_settings(cls, settings: MFSSettings) -> OpenAIBackend:
@@ -270,6 +243,9 @@ class OpenAIBackend(RetryingSender):
         """Most tokens of prompt plus output (see ``context_window`` in the class docstring).
 
         The first access may send one GET ``/v1/models`` (one attempt, ``timeout`` seconds).
+
+        Raises:
+            ServerUnreachableError: that GET found nothing listening at any URL.
         """
         with self._lock:
             if self._context_window is None:
@@ -314,16 +290,18 @@ class OpenAIBackend(RetryingSender):
         """Send all ``requests`` concurrently and wait for every answer.
 
         A request with ``n`` > 1 goes out as ``n`` single-sample POSTs (seeds
-        :func:`sample_seed`) when the server cannot return ``n`` samples (``server_n``).
+        :func:`~mfs_core.backends.openai_wire.sample_seed`) when the server cannot return ``n``
+        samples (``server_n``).
 
         Returns:
             One list of ``request.n`` continuations per request, in order.
 
         Raises:
             ContextWindowError: a prompt does not fit the context window.
-            MissingLogprobsError: a server sent no log-probs.
+            BackendOutputError: an answer that cannot be used (its MissingLogprobsError: a server
+                sent no log-probs; its SingleSampleError: one choice for ``n`` > 1 under ``server_n="yes"``).
             ServerUnreachableError: nothing listens at any of the URLs a request tried.
-            OpenAIBackendError: a request still failed after ``max_retries`` retries, or a
+            ServerRequestError: a request still failed after ``max_retries`` retries, or a
                 non-retryable answer (the first failing request's error, in request order).
         """
         warn_unhonoured_choices(self, requests, logger)
@@ -331,85 +309,35 @@ class OpenAIBackend(RetryingSender):
             return []
         return self._own_loop().run(self.agenerate(requests))
 
-    def _own_loop(self) -> EventLoopThread:
-        """The backend's event-loop thread, where :meth:`generate` sends its POSTs (started at first use)."""
-        with self._lock:
-            if self._loop_thread is None or not self._loop_thread.alive:
-                self._loop_thread = EventLoopThread("mfs-http")
-            return self._loop_thread
-
     async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[list[Continuation]]:
-        """Async :meth:`generate` on a pooled ``httpx.AsyncClient`` of the running event loop."""
+        """Async :meth:`generate` on a pooled ``httpx.AsyncClient`` of the running event loop (same errors)."""
         if not requests:
             return []
         flat, groups = self._expand(requests)
-        jobs = await asyncio.to_thread(self._prepare, flat)  # tokenizing, maybe GET /v1/models
+        posts = await asyncio.to_thread(self._prepare, flat)  # tokenizing, maybe GET /v1/models
         try:
-            return await self._asend_jobs(requests, flat, groups, jobs)
+            return await self._send_round(requests, flat, groups, posts)
         finally:
-            self.router.release(flat, [job[3] for job in jobs])
+            self.router.release(flat, [post.replica for post in posts])
 
-    async def _asend_jobs(self, requests: Sequence[GenerationRequest], flat: list[GenerationRequest],
-                          groups: list[list[int]], jobs: list[tuple[Any, ...]]) -> list[list[Continuation]]:
-        """:meth:`agenerate`'s POSTs, sent by the event loop's pooled async client."""
-        loop = asyncio.get_running_loop()
-        client = self._async_clients.get(loop)
-        if client is None:
-            client = self._async_clients[loop] = self.httpx.AsyncClient(timeout=self.timeout, limits=self._limits())
-        outcomes: list[Any] = [None] * len(jobs)
-        in_flight: dict[int, asyncio.Future[Any]] = {}
+    @property
+    def unavailable_reason(self) -> str | None:
+        """Why the servers cannot serve now (one line), or None (:attr:`HTTPSender.unavailable_reason
+        <mfs_core.backends.openai_sender.HTTPSender.unavailable_reason>`); ``mfs serve``'s ``/health`` reads it."""
+        return self.sender.unavailable_reason
 
-        async def send_in_turn(indices: list[int]) -> None:
-            for i in indices:
-                try:
-                    outcomes[i] = await self._asend_unless_cancelled(client, jobs[i], in_flight, i)
-                except Exception as exc:
-                    outcomes[i] = exc
+    def check_health(self) -> None:
+        """Ask every replica for ``GET /models`` (one attempt each, at most 5 s); return once one answers 200.
 
-        watcher = None
-        if any(job[1].cancel is not None for job in jobs):
-            watcher = asyncio.ensure_future(_cut_off_cancelled(in_flight, jobs))
-        try:
-            await asyncio.gather(*(send_in_turn(lane) for lane in self._lanes(jobs, flat)))
-        finally:
-            if watcher is not None:
-                watcher.cancel()
-                await asyncio.gather(watcher, return_exceptions=True)
-        results, again = self._collect(requests, groups, outcomes)
-        for i, redone in zip(again, await self.agenerate([requests[i] for i in again]) if again else []):
-            results[i] = redone
-        return results
-
-    async def _asend_unless_cancelled(self, client: Any, job: tuple[Any, ...],
-                                      in_flight: dict[int, asyncio.Future[Any]], index: int) -> list[Continuation]:
-        """:meth:`_asend` one job, registered in ``in_flight[index]`` while its POST runs.
-
-        The call's one watcher (:func:`_cut_off_cancelled`) cancels a registered POST within
-        :data:`CANCEL_POLL_S` once its request's cancel event is set; a request already cancelled
-        is not sent.
-
-        Returns:
-            The request's continuations; cancelled (before or during the POST): ``request.n``
-            empty ones with ``finish_reason="abort"`` (the engine fails the decode that asked).
+        Raises:
+            ServerUnreachableError: no replica answered 200 (the message names each and what it said).
         """
-        request: GenerationRequest = job[1]
-        cancel = request.cancel
-        if cancel is None:
-            return await self._asend(client, *job)
-        if not cancel.is_set():
-            post = in_flight[index] = asyncio.ensure_future(self._asend(client, *job))
-            try:
-                await asyncio.wait([post])  # not cancelled with it: the watcher's cancel is told apart below
-            finally:
-                del in_flight[index]
-                if not post.done():  # the caller itself was cancelled: close the connection
-                    post.cancel()
-                    await asyncio.gather(post, return_exceptions=True)
-            if not post.cancelled():
-                return post.result()
-        with self._lock:
-            self.cancelled_posts += 1
-        return [Continuation(text="", token_ids=(), logprob_sum=0.0, finish_reason="abort")] * request.n
+        self.sender.check_health()
+
+    @property
+    def cancelled_posts(self) -> int:
+        """POSTs cut off in flight or never sent because their request's cancel event was set."""
+        return self.sender.cancelled_posts
 
     @property
     def fans_out(self) -> bool | None:
@@ -417,7 +345,48 @@ class OpenAIBackend(RetryingSender):
         POST, None while ``server_n="auto"`` has not yet seen such a request answered."""
         return self._fan_out
 
-    def _lanes(self, jobs: list[tuple[Any, ...]], flat: Sequence[GenerationRequest]) -> list[list[int]]:
+    def close(self) -> None:
+        """Close the pooled connections of :meth:`generate` and stop its event-loop thread (a later call starts them again)."""
+        with self._lock:
+            loop_thread, self._loop_thread = self._loop_thread, None
+        if loop_thread is None or not loop_thread.alive:
+            return
+        if not loop_thread.in_loop():
+            try:
+                loop_thread.run(self.sender.aclose(), timeout=10.0)
+            except Exception:  # closing is best effort: the thread stops either way
+                logger.warning("closing the HTTP connections failed", exc_info=True)
+        loop_thread.stop()
+
+    async def aclose(self) -> None:
+        """Close the async client of the running event loop, then :meth:`close`."""
+        await self.sender.aclose()
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> OpenAIBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- a round ---------------------------------------------------------------------------
+    def _own_loop(self) -> EventLoopThread:
+        """The backend's event-loop thread, where :meth:`generate` sends its POSTs (started at first use)."""
+        with self._lock:
+            if self._loop_thread is None or not self._loop_thread.alive:
+                self._loop_thread = EventLoopThread("mfs-http")
+            return self._loop_thread
+
+    async def _send_round(self, requests: Sequence[GenerationRequest], flat: list[GenerationRequest],
+                          groups: list[list[int]], posts: list[Post]) -> list[list[Continuation]]:
+        """:meth:`agenerate`'s POSTs, sent by :attr:`sender`; a round a fanning-out server refused is sent again."""
+        outcomes = await self.sender.send_round(posts, self._lanes(posts, flat))
+        results, again = self._collect(requests, groups, outcomes)
+        for i, redone in zip(again, await self.agenerate([requests[i] for i in again]) if again else []):
+            results[i] = redone
+        return results
+
+    def _lanes(self, posts: list[Post], flat: Sequence[GenerationRequest]) -> list[list[int]]:
         """The POSTs of a round as lanes, each sent one POST after another; lanes run concurrently.
 
         Started in :func:`~mfs_core.backends._hf.prefix_order` (shared prefixes together).
@@ -433,7 +402,7 @@ class OpenAIBackend(RetryingSender):
             return [[i] for i in order]
         lanes: dict[int, list[int]] = {}
         for i in order:
-            lanes.setdefault(jobs[i][3], []).append(i)  # jobs[i][3]: the replica
+            lanes.setdefault(posts[i].replica, []).append(i)
         return list(lanes.values())
 
     def _expand(self, requests: Sequence[GenerationRequest]) -> tuple[list[GenerationRequest], list[list[int]]]:
@@ -462,13 +431,13 @@ class OpenAIBackend(RetryingSender):
     ) -> tuple[list[Any], list[int]]:
         """Each request's continuations, and the requests to send again fanned out.
 
-        The first :class:`SingleSampleError` under ``server_n="auto"`` switches this backend
-        to fanning out (once, logged) and the whole round is to be sent again (every index in
-        the second list), so that every answer kept was sent as :meth:`_asend_jobs` sends a
-        fanned-out round. Any other error is raised (the first in request order).
+        The first :class:`~mfs_core.errors.SingleSampleError` under ``server_n="auto"`` switches
+        this backend to fanning out (once, logged) and the whole round is to be sent again (every
+        index in the second list), so that every answer kept was sent as a fanned-out round is.
+        Any other error is raised (the first in request order).
 
         Raises:
-            The first error among ``outcomes`` that is no such :class:`SingleSampleError`.
+            The first error among ``outcomes`` that is no such :class:`~mfs_core.errors.SingleSampleError`.
         """
         results: list[Any] = []
         again = []
@@ -493,41 +462,14 @@ class OpenAIBackend(RetryingSender):
                 self._fan_out = False  # n > 1 answered in full: the server samples n per request
         return results, again
 
-    def close(self) -> None:
-        """Close the pooled connections of :meth:`generate` and stop its event-loop thread (a later call starts them again)."""
-        with self._lock:
-            loop_thread, self._loop_thread = self._loop_thread, None
-        if loop_thread is None or not loop_thread.alive:
-            return
-        client = self._async_clients.pop(loop_thread.loop, None)
-        if client is not None and not loop_thread.in_loop():
-            try:
-                loop_thread.run(client.aclose(), timeout=10.0)
-            except Exception:  # closing is best effort: the thread stops either way
-                logger.warning("closing the HTTP connections failed", exc_info=True)
-        loop_thread.stop()
-
-    async def aclose(self) -> None:
-        """Close the async client of the running event loop, then :meth:`close`."""
-        client = self._async_clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.aclose()
-        await asyncio.to_thread(self.close)
-
-    def __enter__(self) -> OpenAIBackend:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # --- requests ---------------------------------------------------------------------------
-    def _limits(self) -> Any:
-        return self.httpx.Limits(max_connections=self.max_connections, max_keepalive_connections=self.max_connections)
+    def _prepare(self, requests: Sequence[GenerationRequest]) -> list[Post]:
+        """The :class:`~mfs_core.backends.openai_sender.Post` of each request, its replica assigned (held by
+        :attr:`router` until released); checks the context window.
 
-    def _prepare(
-        self, requests: Sequence[GenerationRequest]
-    ) -> list[tuple[int, GenerationRequest, dict[str, Any], int, int | None]]:
-        """``(index, request, body, replica, prompt_tokens)`` per request; checks the context window."""
+        Raises:
+            ContextWindowError: a prompt does not fit (nothing is then held on a replica).
+        """
         self._warn_grammars(requests)
         window = self.context_window  # may GET /v1/models: before any work is held on a replica
         replicas = self.router.assign(requests)
@@ -537,10 +479,9 @@ class OpenAIBackend(RetryingSender):
             self.router.release(requests, replicas)
             raise
 
-    def _bodies(self, requests: Sequence[GenerationRequest], replicas: list[int],
-                window: int) -> list[tuple[int, GenerationRequest, dict[str, Any], int, int | None]]:
-        """The POST body of each request (see :meth:`_prepare`)."""
-        jobs = []
+    def _bodies(self, requests: Sequence[GenerationRequest], replicas: list[int], window: int) -> list[Post]:
+        """The POST of each request (see :meth:`_prepare` and the module docstring for the body's fields)."""
+        posts = []
         for i, (request, replica) in enumerate(zip(requests, replicas)):
             prompt_tokens = None
             max_tokens = request.max_tokens
@@ -565,8 +506,8 @@ class OpenAIBackend(RetryingSender):
                 if request.grammar is not None and request.grammar.remote is not None:
                     body["structured_outputs"] = {"structural_tag": request.grammar.remote}
             body.update(self.extra_body)
-            jobs.append((i, request, body, replica, prompt_tokens))
-        return jobs
+            posts.append(Post(i, request, body, replica, prompt_tokens))
+        return posts
 
     def _warn_grammars(self, requests: Sequence[GenerationRequest]) -> None:
         """Log once each that grammar requests go out unconstrained (see the module docstring)."""
@@ -583,24 +524,9 @@ class OpenAIBackend(RetryingSender):
         Raises:
             ServerUnreachableError: every base URL refused the connection (nothing listens).
         """
-        refused: dict[str, Exception] = {}
-        for base in self.base_urls:
-            url = base + "/models"
-            try:
-                response = self.httpx.get(url, headers=self._headers, timeout=self.timeout)
-                response.raise_for_status()
-                cards = response.json().get("data", [])
-                card = next((c for c in cards if c.get("id") == self.model_name), cards[0] if len(cards) == 1 else None)
-                if card is not None and isinstance(card.get("max_model_len"), int):
-                    return card["max_model_len"]
-                break
-            except self.httpx.ConnectError as exc:
-                refused[base] = exc
-            except Exception as exc:  # discovery is best effort; the fallbacks below say what happens
-                logger.info("GET %s gave no context window: %s", url, exc)
-                break
-        if len(refused) == len(self.base_urls):
-            raise self._unreachable(refused)
+        served = self.sender.served_context_window(self.model_name)
+        if served is not None:
+            return served
         length = getattr(self.tokenizer, "model_max_length", None)
         if isinstance(length, int) and 0 < length < 10**8:
             return length

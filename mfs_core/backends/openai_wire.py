@@ -1,10 +1,11 @@
 """The wire format of OpenAI-compatible completion servers, for :mod:`mfs_core.backends.openai`: what a
 server's answer means (a choice's text, token ids, log-probs, finish and stop reasons, DeepConf's token
-confidences), its errors, and how a round's requests are spread over replicas.
+confidences) and what its error bodies and ``Retry-After`` headers say.
 
-Pure functions and error classes, no I/O: :class:`~mfs_core.backends.openai.OpenAIBackend` (the HTTP
-client, its retries and fan-out) sends the requests and maps each answer through
-:func:`parse_completion`.
+Pure functions, no I/O: :class:`~mfs_core.backends.openai_sender.HTTPSender` sends the requests and maps
+each answer through :func:`parse_completion`; an answer that cannot be used raises
+:class:`~mfs_core.errors.BackendOutputError` (:class:`~mfs_core.errors.MissingLogprobsError` without
+log-probs, :class:`~mfs_core.errors.SingleSampleError` with one choice for ``n`` > 1).
 """
 
 from __future__ import annotations
@@ -19,13 +20,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from mfs_core.errors import MFSError
+from mfs_core.errors import BackendOutputError, MissingLogprobsError, SingleSampleError
 from mfs_core.types import Continuation, FinishReason, GenerationRequest
 
-__all__ = [
-    "MissingLogprobsError", "OpenAIBackendError", "ServerN", "ServerUnreachableError", "SingleSampleError",
-    "UNKNOWN_CONTEXT_WINDOW", "parse_completion", "sample_seed", "token_confidences",
-]
+__all__ = ["UNKNOWN_CONTEXT_WINDOW", "ServerN", "parse_completion", "sample_seed", "token_confidences"]
 
 
 UNKNOWN_CONTEXT_WINDOW = 2**31 - 1
@@ -35,26 +33,6 @@ _RETRY_STATUS = frozenset({408, 429})
 _MAX_RETRY_AFTER = 300.0
 _TOKEN_ID = re.compile(r"^token_id:(\d+)$")
 _CONTEXT_ERROR = re.compile(r"context length|context window|max_model_len|maximum model length", re.IGNORECASE)
-
-
-class OpenAIBackendError(MFSError, RuntimeError):
-    """A server failed a request (after the retries) or sent an answer MFS cannot use."""
-
-
-class MissingLogprobsError(OpenAIBackendError):
-    """A server returned a completion without per-token log-probs; MFS cannot score it."""
-
-
-class ServerUnreachableError(OpenAIBackendError):
-    """Nothing listens at a server URL (connection refused): raised at once, without retries."""
-
-
-class SingleSampleError(OpenAIBackendError):
-    """A server answered a request with ``n`` > 1 with one choice, or refused ``n`` > 1.
-
-    With ``server_n="auto"`` the backend then fans such requests out (one per sample) from
-    then on; with ``server_n="yes"`` it is raised to the caller.
-    """
 
 
 ServerN = Literal["auto", "yes", "no"]
@@ -141,7 +119,7 @@ def _finish(
         return "length", None
     if reason != "stop":
         msg = f"the server finished a completion with finish_reason={reason!r}; expected 'stop' or 'length'"
-        raise OpenAIBackendError(msg)
+        raise BackendOutputError(msg)
     if "stop_reason" in choice:
         stop = choice["stop_reason"]
         return ("stop", stop) if isinstance(stop, str) else ("eos", None)
@@ -251,13 +229,13 @@ def parse_completion(
         MissingLogprobsError: a choice has no per-token log-probs (in neither shape of
             :func:`_token_logprobs`) or a null entry; or, for a request with ``top_logprobs``,
             no top log-probs for every token (:func:`token_confidences`).
-        OpenAIBackendError: no ``choices`` list, a different number of choices than ``n``,
+        BackendOutputError: no ``choices`` list, a different number of choices than ``n``,
             an unknown ``finish_reason``, or token ids of the wrong length.
     """
     choices = body.get("choices") if isinstance(body, dict) else None
     if not isinstance(choices, list):
         msg = f"{url} answered without a 'choices' list: {json.dumps(body)[:200]}"
-        raise OpenAIBackendError(msg)
+        raise BackendOutputError(msg)
     sent = 1 if request.greedy else request.n
     if len(choices) == 1 and sent > 1:
         msg = (f"{url} returned 1 choice for n={sent}: the server samples once per request (llama.cpp's server, "
@@ -265,7 +243,7 @@ def parse_completion(
         raise SingleSampleError(msg)
     if len(choices) != sent:
         msg = f"{url} returned {len(choices)} choices for n={sent}"
-        raise OpenAIBackendError(msg)
+        raise BackendOutputError(msg)
     if sorted(c.get("index", -1) for c in choices) == list(range(sent)):
         choices = sorted(choices, key=lambda c: c["index"])
     usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
@@ -292,7 +270,7 @@ def parse_completion(
             token_ids = (-1,) * len(token_logprobs)
         if len(token_ids) != len(token_logprobs):
             msg = f"{url} returned {len(token_ids)} token ids but {len(token_logprobs)} token log-probs"
-            raise OpenAIBackendError(msg)
+            raise BackendOutputError(msg)
         finish, stop_reason = _finish(choice, request, tokens)
         confidences = token_confidences(choice, request.top_logprobs, url) if request.top_logprobs else ()
         results.append(

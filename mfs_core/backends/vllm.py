@@ -76,7 +76,8 @@ Finish reasons: vLLM's ``"length"`` is ``"length"``; its ``"stop"`` with a strin
 ``stop_reason`` is ``"stop"`` (that string); ``"stop"`` with ``stop_reason`` None (the EOS
 token) or an int (a ``stop_token_ids`` entry, e.g. Llama-3's extra end-of-turn ids from
 ``generation_config.json``) is ``"eos"``. ``"abort"``, ``"error"`` and ``"repetition"`` raise
-:class:`VLLMOutputError`.
+:class:`~mfs_core.errors.BackendOutputError` (a missing ``cumulative_logprob`` its
+:class:`~mfs_core.errors.MissingLogprobsError`).
 """
 
 from __future__ import annotations
@@ -92,12 +93,12 @@ from mfs_core.backends.base import warn_unconstrained_grammar, warn_unhonoured_c
 from mfs_core.backends.vllm_processes import (
     _child_processes, _stop_processes, engine_dead_reason, woken_on_engine_death,
 )
-from mfs_core.errors import BackendDeadError, ContextWindowError, MFSError
+from mfs_core.errors import BackendDeadError, BackendOutputError, ContextWindowError, MissingLogprobsError
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest
 
-__all__ = ["CPU_BLOCK_SIZE", "CPU_KV_CACHE_GIB", "VLLM_SOURCE_VERSION", "VLLMBackend", "VLLMOutputError",
-           "cpu_has_bfloat16", "engine_dead_reason", "engine_kwargs"]
+__all__ = ["CPU_BLOCK_SIZE", "CPU_KV_CACHE_GIB", "VLLM_SOURCE_VERSION", "VLLMBackend", "cpu_has_bfloat16",
+           "engine_dead_reason", "engine_kwargs"]
 
 logger = logging.getLogger(__name__)
 
@@ -141,10 +142,6 @@ def cpu_has_bfloat16(cpuinfo: str | None = None) -> bool:
         if line.startswith("flags") and _BF16_CPU_FLAGS & set(line.partition(":")[2].split()):
             return True
     return False
-
-
-class VLLMOutputError(MFSError, RuntimeError):
-    """vLLM returned an output MFS cannot score (no log-probs, aborted, wrong shape)."""
 
 
 def _import_vllm() -> Any:
@@ -481,8 +478,9 @@ class VLLMBackend:
 
         Raises:
             ContextWindowError: a prompt has as many tokens as ``max_model_len`` or more.
-            VLLMOutputError: vLLM returned no ``cumulative_logprob``, an unfinished or aborted
-                output, or a different number of outputs than asked.
+            BackendOutputError: vLLM returned an unfinished or aborted output, or a different number
+                of outputs than asked; its :class:`~mfs_core.errors.MissingLogprobsError` when an
+                output has no ``cumulative_logprob``.
             BackendDeadError: the backend was closed, or its engine core died before or during
                 the call (a ``RuntimeError``; :attr:`dead_reason`).
             ImportError: a grammar request on a vLLM without ``StructuredOutputsParams`` (< 0.11).
@@ -501,7 +499,7 @@ class VLLMBackend:
             raise
         if len(sent) != len(requests):
             msg = f"vLLM returned {len(sent)} request outputs for {len(requests)} prompts"
-            raise VLLMOutputError(msg)
+            raise BackendOutputError(msg)
         outputs: list[Any] = [None] * len(requests)
         for position, i in enumerate(order):
             outputs[i] = sent[position]
@@ -517,7 +515,7 @@ def _continuations(index: int, request: GenerationRequest, output: Any, prompt_l
     sent = 1 if request.greedy else request.n
     if len(completions) != sent:
         msg = f"vLLM returned {len(completions)} outputs for request {index} with n={sent}"
-        raise VLLMOutputError(msg)
+        raise BackendOutputError(msg)
     prompt_tokens = len(output.prompt_token_ids) if output.prompt_token_ids is not None else prompt_len
     continuations = [_continuation(index, c, prompt_tokens, request.top_logprobs) for c in completions]
     return continuations * request.n if request.greedy else continuations
@@ -534,7 +532,7 @@ def _token_confidences(index: int, completion: Any, k: int) -> tuple[float, ...]
     (``deepconf/utils.py:48``) averages all entries, the sampled one included.
 
     Raises:
-        VLLMOutputError: no log-probs, or not one entry per token.
+        MissingLogprobsError: no log-probs, or not one entry per token.
     """
     from mfs_core.confidence import token_confidence
 
@@ -543,7 +541,7 @@ def _token_confidences(index: int, completion: Any, k: int) -> tuple[float, ...]
         got = "none" if entries is None else f"{len(entries)} positions"
         msg = (f"vLLM returned {got} of top-{k} log-probs for request {index} (output {completion.index}) with "
                f"{len(completion.token_ids)} tokens; SamplingParams(logprobs={k}) asks one entry per token")
-        raise VLLMOutputError(msg)
+        raise MissingLogprobsError(msg)
     confidences = []
     for entry in entries:
         top = sorted((lp.logprob for lp in entry.values() if lp.rank is not None and lp.rank <= k), reverse=True)
@@ -553,7 +551,12 @@ def _token_confidences(index: int, completion: Any, k: int) -> tuple[float, ...]
 
 def _continuation(index: int, completion: Any, prompt_tokens: int, top_logprobs: int = 0) -> Continuation:
     """Map one ``CompletionOutput`` (see the module docstring); with ``top_logprobs`` > 0 also its
-    token confidences (:func:`_token_confidences`)."""
+    token confidences (:func:`_token_confidences`).
+
+    Raises:
+        MissingLogprobsError: no ``cumulative_logprob`` (or no top log-probs when asked).
+        BackendOutputError: a finish reason other than ``"stop"`` or ``"length"``.
+    """
     if completion.cumulative_logprob is None:
         msg = (
             f"vLLM returned no cumulative_logprob for request {index} (output {completion.index}); "
@@ -561,7 +564,7 @@ def _continuation(index: int, completion: Any, prompt_tokens: int, top_logprobs:
             "SamplingParams.logprobs is set (this backend sets logprobs=0: were the sampling "
             "params replaced?)"
         )
-        raise VLLMOutputError(msg)
+        raise MissingLogprobsError(msg)
     reason, stop = completion.finish_reason, completion.stop_reason
     if reason == "length":
         finish, stop_reason = "length", None
@@ -572,7 +575,7 @@ def _continuation(index: int, completion: Any, prompt_tokens: int, top_logprobs:
     else:
         msg = (f"vLLM finished request {index} (output {completion.index}) with finish_reason={reason!r}, "
                f"stop_reason={stop!r}")
-        raise VLLMOutputError(msg)
+        raise BackendOutputError(msg)
     return Continuation(
         text=completion.text, token_ids=tuple(int(t) for t in completion.token_ids),
         logprob_sum=float(completion.cumulative_logprob), finish_reason=finish, stop_reason=stop_reason,

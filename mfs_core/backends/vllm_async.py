@@ -49,8 +49,9 @@ from typing import Any
 from mfs_core.backends import _hf
 from mfs_core.backends._loop import EventLoopThread
 from mfs_core.backends.vllm import (
-    VLLMBackend, VLLMOutputError, _child_processes, _continuations, _import_vllm, _on_cpu, _stop_processes, engine_kwargs,
+    VLLMBackend, _child_processes, _continuations, _import_vllm, _on_cpu, _stop_processes, engine_kwargs,
 )
+from mfs_core.errors import BackendOutputError
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest
 
@@ -186,7 +187,7 @@ class AsyncVLLMBackend(VLLMBackend):
             One list of ``request.n`` continuations per request, in order.
 
         Raises:
-            ContextWindowError, VLLMOutputError, BackendDeadError (closed, or the engine core died
+            ContextWindowError, BackendOutputError, BackendDeadError (closed, or the engine core died
                 before or during the call), ImportError: as :meth:`VLLMBackend.generate`.
         """
         prompts, params = self._prepare(requests)
@@ -211,7 +212,7 @@ class AsyncVLLMBackend(VLLMBackend):
         """The finished ``RequestOutput`` of one request.
 
         Raises:
-            VLLMOutputError: vLLM ended the request without a finished output.
+            BackendOutputError: vLLM ended the request without a finished output.
         """
         request_id = f"mfs-{next(self._ids)}"
         final = None
@@ -219,7 +220,7 @@ class AsyncVLLMBackend(VLLMBackend):
             final = output
         if final is None or not final.finished:
             msg = f"vLLM ended request {request_id} without a finished output"
-            raise VLLMOutputError(msg)
+            raise BackendOutputError(msg)
         return final
 
 

@@ -68,7 +68,8 @@ def restored_logging():
 
 @pytest.mark.enable_socket
 def test_a_dead_server_fails_fast_with_a_hint_and_never_echoes_the_key(clean_env, restored_logging):
-    from mfs_core.backends.openai import OpenAIBackend, ServerUnreachableError
+    from mfs_core.backends.openai import OpenAIBackend
+    from mfs_core.errors import ServerUnreachableError
     from mfs_core.types import GenerationRequest
 
     with OpenAIBackend(["http://127.0.0.1:9/v1"], "m", context_window=4096, max_retries=3) as backend:

@@ -140,7 +140,7 @@ def test_mfs_decodes_through_llama_cpp_server_and_repeats_with_its_seed(llama_se
 
 
 def test_a_server_that_cannot_do_n_is_refused_when_told_it_can(llama_server: str) -> None:
-    from mfs_core.backends.openai import SingleSampleError
+    from mfs_core.errors import SingleSampleError
     from mfs_core.types import GenerationRequest
 
     with OpenAIBackend([llama_server], MODEL, server_n="yes", max_retries=0) as backend:

@@ -19,8 +19,8 @@ from bounded import within
 from openai_server import CompletionServer, Fault, completion_server, make_server, warm_backend  # noqa: F401
 from typer.testing import CliRunner
 
-from mfs_core.errors import ContextWindowError
-from mfs_core.backends.openai import MissingLogprobsError, OpenAIBackend, OpenAIBackendError
+from mfs_core.errors import ContextWindowError, MissingLogprobsError, ServerRequestError
+from mfs_core.backends.openai import OpenAIBackend
 from mfs_core.backends.transformers import TransformersBackend
 from mfs_core.cli import app
 from mfs_core.engine import MFSEngine
@@ -200,7 +200,7 @@ def test_timeouts_end_in_a_clear_error(completion_server: CompletionServer) -> N
     completion_server.inject(*[Fault(delay=60.0)] * 3)
     start = time.monotonic()
     with client(completion_server, **{**FAST, "request_timeout": 0.3}) as http, pytest.raises(
-        OpenAIBackendError, match=r"failed 3 times; last: no answer within 0.3 s"
+        ServerRequestError, match=r"failed 3 times; last: no answer within 0.3 s"
     ):
         within(300, lambda: http.generate(ONE_REQUEST))
     assert time.monotonic() - start < 30.0  # 3 attempts of 0.3 s: never waited for a delayed answer
@@ -215,13 +215,13 @@ def test_malformed_json_is_retried(completion_server: CompletionServer) -> None:
 
 def test_malformed_json_ends_in_a_clear_error(completion_server: CompletionServer) -> None:
     completion_server.inject(*[Fault(malformed=True)] * 3)
-    with client(completion_server, **FAST) as http, pytest.raises(OpenAIBackendError, match="failed 3 times; last: malformed JSON"):
+    with client(completion_server, **FAST) as http, pytest.raises(ServerRequestError, match="failed 3 times; last: malformed JSON"):
         within(300, lambda: http.generate(ONE_REQUEST))
 
 
 def test_server_errors_end_in_a_clear_error(completion_server: CompletionServer) -> None:
     completion_server.inject(*[Fault(status=503, message="overloaded")] * 3)
-    with client(completion_server, **FAST) as http, pytest.raises(OpenAIBackendError, match="failed 3 times; last: HTTP 503: overloaded"):
+    with client(completion_server, **FAST) as http, pytest.raises(ServerRequestError, match="failed 3 times; last: HTTP 503: overloaded"):
         within(300, lambda: http.generate(ONE_REQUEST))
     assert len(completion_server.posts) == 3
 
@@ -255,7 +255,7 @@ def test_a_dead_replica_fails_over(make_server: Callable[..., CompletionServer])
 def test_client_errors_are_not_retried(completion_server: CompletionServer) -> None:
     with client(completion_server, **FAST) as http:
         http.model_name = "no-such-model"
-        with pytest.raises(OpenAIBackendError, match="HTTP 404: The model `no-such-model` does not exist"):
+        with pytest.raises(ServerRequestError, match="HTTP 404: The model `no-such-model` does not exist"):
             within(300, lambda: http.generate(ONE_REQUEST))
     assert len(completion_server.posts) == 1
 

@@ -155,12 +155,12 @@ def test_the_http_backend_is_unavailable_only_once_every_replica_failed_past_its
 
     backend = OpenAIBackend(["http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1"], "m", max_retries=2)
     refused = ConnectionRefusedError("refused")
-    backend._note_replica("http://127.0.0.1:1/v1/completions", None, refused)
-    backend._note_replica("http://127.0.0.1:2/v1/completions", _Response(503), None)
+    backend.sender.note_replica("http://127.0.0.1:1/v1/completions", None, refused)
+    backend.sender.note_replica("http://127.0.0.1:2/v1/completions", _Response(503), None)
     assert backend.unavailable_reason is None  # both failed, but no request has spent its retries yet
-    backend._failed(0, 0, type("F", (), {"message": "HTTP 503"})())
+    backend.sender._failed(0, 0, type("F", (), {"message": "HTTP 503"})())
     reason = backend.unavailable_reason
     assert reason.startswith("every replica of the HTTP backend is down past its retry budget (max_retries=2)")
     assert "http://127.0.0.1:1/v1: ConnectionRefusedError: refused" in reason and "http://127.0.0.1:2/v1: HTTP 503" in reason
-    backend._note_replica("http://127.0.0.1:2/v1/completions", _Response(200), None)
+    backend.sender.note_replica("http://127.0.0.1:2/v1/completions", _Response(200), None)
     assert backend.unavailable_reason is None  # one replica answers again

@@ -42,7 +42,8 @@ def test_every_library_exception_is_an_mfs_error() -> None:
     ("mfs_core.errors.ContextWindowError", ValueError),
     ("mfs_core.errors.GenerateTimeoutError", TimeoutError),
     ("mfs_core.errors.DecodeTimeoutError", TimeoutError),
-    ("mfs_core.backends.openai.ServerUnreachableError", RuntimeError),
+    ("mfs_core.errors.ServerUnreachableError", RuntimeError),
+    ("mfs_core.errors.MissingLogprobsError", RuntimeError),
     ("mfs_core.tools.rendering.ToolsNotSupportedError", NotImplementedError),
     ("mfs_core.grammar.GrammarUnavailableError", ImportError),
 ])

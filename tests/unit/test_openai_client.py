@@ -13,14 +13,10 @@ from typing import Any
 import pytest
 
 from mfs_core.backends import Backend
-from mfs_core.errors import ContextWindowError
+from mfs_core.errors import BackendOutputError, ContextWindowError, MissingLogprobsError, ServerRequestError
 from mfs_core.backends.openai_wire import _retry_after  # the wire format's private helper
-from mfs_core.backends.openai import (
-    MissingLogprobsError,
-    OpenAIBackend,
-    OpenAIBackendError,
-    parse_completion,
-)
+from mfs_core.backends.openai import OpenAIBackend
+from mfs_core.backends.openai_wire import parse_completion
 from mfs_core.backends.replica_routing import assign_replicas
 from mfs_core.settings import MFSSettings
 from mfs_core.types import GenerationRequest
@@ -97,19 +93,19 @@ def test_missing_logprobs_is_a_clear_error(logprobs: list[float | None] | None) 
     (response(*(choice(i, "a", [-1.0], stop_reason=None) for i in range(3))), "returned 3 choices for n=2"),
 ])
 def test_unusable_bodies(body: dict[str, Any], pattern: str) -> None:
-    with pytest.raises(OpenAIBackendError, match=pattern):
+    with pytest.raises(BackendOutputError, match=pattern):
         parse_completion(body, GenerationRequest(prompt="p", n=2))
 
 
 def test_unknown_finish_reason() -> None:
     body = response(choice(0, "a", [-1.0], finish_reason="abort", stop_reason=None))
-    with pytest.raises(OpenAIBackendError, match="finish_reason='abort'"):
+    with pytest.raises(BackendOutputError, match="finish_reason='abort'"):
         parse_completion(body, GenerationRequest(prompt="p"))
 
 
 def test_token_ids_must_match_logprobs() -> None:
     body = response(choice(0, "a", [-1.0, -1.0], token_ids=[1], stop_reason=None))
-    with pytest.raises(OpenAIBackendError, match="1 token ids but 2 token log-probs"):
+    with pytest.raises(BackendOutputError, match="1 token ids but 2 token log-probs"):
         parse_completion(body, GenerationRequest(prompt="p"))
 
 
@@ -259,20 +255,21 @@ def test_response_status_mapping() -> None:
     backend = make_backend()
     request = GenerationRequest(prompt="p")
     url = "http://replica-a:8000/v1/completions"
-    outcome = backend._outcome(url, request, None, StubResponse(429, b'{"error": {"message": "slow down"}}', {"Retry-After": "3"}))
+    sender = backend.sender  # the backend's HTTP part
+    outcome = sender._outcome(url, request, None, StubResponse(429, b'{"error": {"message": "slow down"}}', {"Retry-After": "3"}))
     assert outcome == _Fault("HTTP 429: slow down", 3.0)
-    assert backend._outcome(url, request, None, StubResponse(502, b"bad gateway")) == _Fault("HTTP 502: bad gateway", None)
-    assert backend._delay(0, _Fault("x")) == 0.5 and backend._delay(3, _Fault("x")) == 4.0
-    assert backend._delay(10, _Fault("x")) == 30.0 and backend._delay(0, _Fault("x", 3.0)) == 3.0
-    malformed = backend._outcome(url, request, None, StubResponse(200, b'{"choices": ['))
+    assert sender._outcome(url, request, None, StubResponse(502, b"bad gateway")) == _Fault("HTTP 502: bad gateway", None)
+    assert sender._delay(0, _Fault("x")) == 0.5 and sender._delay(3, _Fault("x")) == 4.0
+    assert sender._delay(10, _Fault("x")) == 30.0 and sender._delay(0, _Fault("x", 3.0)) == 3.0
+    malformed = sender._outcome(url, request, None, StubResponse(200, b'{"choices": ['))
     assert isinstance(malformed, _Fault) and malformed.message.startswith("malformed JSON")
     too_long = b'{"object": "error", "message": "This model\'s maximum context length is 64 tokens.", "code": 400}'
     with pytest.raises(ContextWindowError, match="maximum context length is 64"):
-        backend._outcome(url, request, None, StubResponse(400, too_long))
-    with pytest.raises(OpenAIBackendError, match="HTTP 401: bad key"):
-        backend._outcome(url, request, None, StubResponse(401, b'{"error": {"message": "bad key"}}'))
+        sender._outcome(url, request, None, StubResponse(400, too_long))
+    with pytest.raises(ServerRequestError, match="HTTP 401: bad key"):
+        sender._outcome(url, request, None, StubResponse(401, b'{"error": {"message": "bad key"}}'))
     ok = json.dumps(response(choice(0, "a", [-1.0], stop_reason=None), prompt_tokens=5)).encode()
-    assert backend._outcome(url, request, 5, StubResponse(200, ok))[0].prompt_tokens == 5
+    assert sender._outcome(url, request, 5, StubResponse(200, ok))[0].prompt_tokens == 5
 
 
 def test_a_tokenizer_that_counts_differently_is_reported(caplog: pytest.LogCaptureFixture) -> None:
@@ -281,8 +278,9 @@ def test_a_tokenizer_that_counts_differently_is_reported(caplog: pytest.LogCaptu
     backend = make_backend()
     body = json.dumps(response(choice(0, "a", [-1.0], stop_reason=None), prompt_tokens=9)).encode()
     with caplog.at_level("WARNING", logger="mfs_core.backends.openai"):
-        result = backend._outcome("http://h/v1/completions", GenerationRequest(prompt="p"), 5, StubResponse(200, body))
-        backend._outcome("http://h/v1/completions", GenerationRequest(prompt="p"), 5, StubResponse(200, body))
+        result = backend.sender._outcome("http://h/v1/completions", GenerationRequest(prompt="p"), 5,
+                                         StubResponse(200, body))
+        backend.sender._outcome("http://h/v1/completions", GenerationRequest(prompt="p"), 5, StubResponse(200, body))
     assert result[0].prompt_tokens == 9  # the server's count wins
     assert [r.message for r in caplog.records].count(
         "http://h/v1/completions counted 9 prompt tokens where the local tokenizer counts 5: is the tokenizer the "
@@ -305,7 +303,8 @@ def test_chat_shaped_logprobs_of_llama_server_are_read_with_token_ids() -> None:
 
 
 def test_one_choice_for_n_is_a_single_sample_error_and_seeds_fan_out_distinctly() -> None:
-    from mfs_core.backends.openai import SingleSampleError, sample_seed
+    from mfs_core.backends.openai_wire import sample_seed
+    from mfs_core.errors import SingleSampleError
 
     with pytest.raises(SingleSampleError, match="returned 1 choice for n=4"):
         parse_completion(response(choice(0, "a", [-1.0])), GenerationRequest(prompt="p", n=4))
@@ -400,19 +399,18 @@ def test_one_watcher_cancels_only_the_posts_whose_cancel_event_is_set() -> None:
     import asyncio
     import threading
 
-    from mfs_core.backends import openai as openai_backend
+    from mfs_core.backends import openai_sender
 
     abandoned, kept = threading.Event(), threading.Event()
     requests = [GenerationRequest(prompt="a", n=1, max_tokens=4, cancel=abandoned),
                 GenerationRequest(prompt="b", n=1, max_tokens=4, cancel=kept),
                 GenerationRequest(prompt="c", n=1, max_tokens=4)]
-    jobs = [(None, request) for request in requests]
 
     async def scenario() -> list[bool]:
         posts = {i: asyncio.ensure_future(asyncio.sleep(60)) for i in range(3)}
-        watcher = asyncio.ensure_future(openai_backend._cut_off_cancelled(dict(posts), jobs))
+        watcher = asyncio.ensure_future(openai_sender._cut_off_cancelled(dict(posts), requests))
         abandoned.set()
-        await asyncio.sleep(5 * openai_backend.CANCEL_POLL_S)
+        await asyncio.sleep(5 * openai_sender.CANCEL_POLL_S)
         states = [posts[i].cancelled() for i in range(3)]
         watcher.cancel()
         for post in posts.values():

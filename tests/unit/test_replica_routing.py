@@ -107,7 +107,7 @@ def test_the_backend_routes_by_the_setting_and_frees_the_work_of_a_failed_call(m
     def refused(*args: object) -> None:
         raise ConnectionRefusedError("nothing listens")
 
-    monkeypatch.setattr(backend, "_asend_jobs", refused)
+    monkeypatch.setattr(backend, "_send_round", refused)
     with pytest.raises(ConnectionRefusedError):  # a call that fails gives its work back
         backend.generate([request(prompt_a)])
     assert backend.router.in_flight == [0, 0]

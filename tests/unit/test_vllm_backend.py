@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 
 from mfs_core.backends import Backend, create_backend
-from mfs_core.errors import ContextWindowError
+from mfs_core.errors import BackendOutputError, ContextWindowError
 from mfs_core.backends import vllm as vllm_module
 from mfs_core.backends.vllm import (
-    CPU_BLOCK_SIZE, VLLM_SOURCE_VERSION, VLLMBackend, VLLMOutputError, cpu_has_bfloat16, engine_kwargs,
+    CPU_BLOCK_SIZE, VLLM_SOURCE_VERSION, VLLMBackend, cpu_has_bfloat16, engine_kwargs,
 )
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import MFSSettings
@@ -282,7 +282,7 @@ def test_missing_cumulative_logprob_is_a_clear_error() -> None:
         return [StandInCompletionOutput(0, "x", [5], None, None, finish_reason="stop", stop_reason=None)]
 
     backend, _ = make_backend(FakeLLM(responder=no_logprobs))
-    with pytest.raises(VLLMOutputError, match=r"no cumulative_logprob for request 0.*logprobs"):
+    with pytest.raises(BackendOutputError, match=r"no cumulative_logprob for request 0.*logprobs"):
         backend.generate([GenerationRequest(prompt="q")])
 
 
@@ -292,7 +292,7 @@ def test_unusable_finish_reasons_raise(reason: str | None) -> None:
         return [StandInCompletionOutput(0, "x", [5], -1.0, None, finish_reason=reason, stop_reason=None)]
 
     backend, _ = make_backend(FakeLLM(responder=finished))
-    with pytest.raises(VLLMOutputError, match=f"finish_reason={reason!r}"):
+    with pytest.raises(BackendOutputError, match=f"finish_reason={reason!r}"):
         backend.generate([GenerationRequest(prompt="q")])
 
 
@@ -301,7 +301,7 @@ def test_wrong_number_of_outputs_raises() -> None:
         return eos_outputs(i, ids, params)[1:]
 
     backend, _ = make_backend(FakeLLM(responder=one_short))
-    with pytest.raises(VLLMOutputError, match="returned 2 outputs for request 0 with n=3"):
+    with pytest.raises(BackendOutputError, match="returned 2 outputs for request 0 with n=3"):
         backend.generate([GenerationRequest(prompt="q", n=3)])
 
 
@@ -562,7 +562,7 @@ def test_missing_top_logprobs_are_an_output_error() -> None:
         return [StandInCompletionOutput(0, "ab", [10, 40], -4.5, None, finish_reason="length", stop_reason=None)]
 
     backend, _ = make_backend(FakeLLM(responder=without))
-    with pytest.raises(VLLMOutputError, match=r"vLLM returned none of top-3 log-probs for request 0"):
+    with pytest.raises(BackendOutputError, match=r"vLLM returned none of top-3 log-probs for request 0"):
         backend.generate([GenerationRequest(prompt="q", max_tokens=2, top_logprobs=3)])
     plain, llm = make_backend(FakeLLM(responder=without))
     assert plain.generate([GenerationRequest(prompt="q", max_tokens=2)])[0][0].token_confidences == ()
