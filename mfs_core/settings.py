@@ -517,7 +517,7 @@ class MFSSettings(BaseSettings):
         if self.end_marker == self.step_delimiter:
             msg = f"end_marker and step_delimiter must differ, both are {self.end_marker!r}"
             raise ValueError(msg)
-        check_rules(self)  # the search rules' cross-field checks (mfs_core.settings_rules)
+        check_rules(self.foresight_window, self.reuse_rollouts)  # the search rules' cross-field check
         if self.esc_max_samples < self.esc_window:
             msg = f"esc_max_samples ({self.esc_max_samples}) must be at least esc_window ({self.esc_window})"
             raise ValueError(msg)

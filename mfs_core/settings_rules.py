@@ -8,10 +8,6 @@ search as it was before these rules: a seeded decode gives the same output with 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from mfs_core.settings import MFSSettings
 
 __all__ = ["RULE_DESCRIPTIONS", "check_rules"]
 
@@ -55,14 +51,18 @@ RULE_DESCRIPTIONS: dict[str, str] = {
 """Each rule setting's description (what it does, unit, range, default), by field name."""
 
 
-def check_rules(settings: MFSSettings) -> None:
-    """The cross-field rule of these settings, called by ``MFSSettings``' model validator.
+def check_rules(foresight_window: int | None, reuse_rollouts: bool) -> None:
+    """The cross-field rule of these settings, called by ``MFSSettings``' model validator with their values.
+
+    Args:
+        foresight_window: ``MFSSettings.foresight_window`` (tokens, or None).
+        reuse_rollouts: ``MFSSettings.reuse_rollouts``.
 
     Raises:
         ValueError: ``foresight_window`` set with ``reuse_rollouts`` (a reused rollout remainder was
             sampled from the parent beam and has no window of its own).
     """
-    if settings.foresight_window is not None and settings.reuse_rollouts:
-        msg = (f"foresight_window ({settings.foresight_window}) needs reuse_rollouts=False: a reused rollout "
+    if foresight_window is not None and reuse_rollouts:
+        msg = (f"foresight_window ({foresight_window}) needs reuse_rollouts=False: a reused rollout "
                "remainder has no window of its own")
         raise ValueError(msg)
