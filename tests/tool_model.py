@@ -21,7 +21,7 @@ def demo_model_renders_tools() -> bool:
     """True when the bundled demo checkpoint's chat template renders tools."""
     try:
         from mfs_core.backends._hf import load_local_tokenizer, render_chat
-        from mfs_core.backends.transformers import demo_model_path
+        from mfs_core.models import demo_model_path
         from mfs_core.tools.rendering import PROBE_TOOL
     except ImportError:
         return False

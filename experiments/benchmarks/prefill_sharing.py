@@ -2,14 +2,12 @@
 
 One prompt of ``--prompt-tokens`` tokens (1,449: the issue's), 2 new tokens per sample, seed 0:
 the CPU seconds (``time.process_time``; run with ``OMP_NUM_THREADS=1`` on a shared machine) of one
-``generate`` with ``n=1`` and with ``n=64``, best of ``--repeats``, and their ratio, for the
-backend as it was (``grow_in_place=False``: transformers' ``DynamicLayer`` grows the 64-row cache
-by ``torch.cat``, a copy of the whole cache per token) and as it is (the cache written once with room
-to grow, :mod:`mfs_core.backends.hf_headroom`), side by side in one run. Both share the prompt's
-prefill (``prefix_sharing``): the 64 rows are one prefill fanned out. Target: ratio <= 3.
-The 64 samples are the same under both (checked). ``--profile`` then prints the torch profiler's
-share of self CPU time per operator for one 64-sample call of each path (where the time goes: the
-``aten::cat`` of the cache growth before, none after).
+``generate`` with ``n=1`` and with ``n=64``, best of ``--repeats``, and their ratio. The cache is
+written once with room to grow (:mod:`mfs_core.backends.hf_headroom`) and the prompt's prefill is
+shared: the 64 rows are one prefill fanned out. Target: ratio <= 3. (The comparison with
+transformers' ``DynamicLayer``, which grows the cache by ``torch.cat`` per token, went with that
+path: docs/backends.md records the measurement.) ``--profile`` then prints the torch profiler's
+share of self CPU time per operator for one 64-sample call.
 
 Usage::
 
@@ -57,12 +55,9 @@ def main(argv: list[str] | None = None) -> None:
     ids = backend.tokenizer(text)["input_ids"][: args.prompt_tokens]
     prompt = backend.tokenizer.decode(ids)
     cpu_seconds(backend, prompt, 1, 1)  # warm-up
-    rows, samples = [], {}
-    for label, grow in (("before: DynamicLayer, torch.cat per token", False), ("after: grown in place", True)):
-        backend.grow_in_place = grow
-        one, _ = cpu_seconds(backend, prompt, 1, args.repeats)
-        many, samples[grow] = cpu_seconds(backend, prompt, args.samples, args.repeats)
-        rows.append((label, one, many))
+    one, _ = cpu_seconds(backend, prompt, 1, args.repeats)
+    many, _ = cpu_seconds(backend, prompt, args.samples, args.repeats)
+    rows = [("grown in place", one, many)]
     table = Table(title=f"{args.model}, one {backend.count_tokens(prompt)}-token prompt, 2 new tokens, CPU seconds "
                         f"(best of {args.repeats})")
     for column in ("cache", "1 sample s", f"{args.samples} samples s", "ratio"):
@@ -70,18 +65,15 @@ def main(argv: list[str] | None = None) -> None:
     for label, one, many in rows:
         table.add_row(label, f"{one:.2f}", f"{many:.2f}", f"{many / one:.2f}")
     Console(width=140).print(table)
-    print(f"same {args.samples} samples before and after: {samples[False] == samples[True]}")
     if args.profile:
         from torch.profiler import ProfilerActivity, profile
 
-        for label, grow in (("before", False), ("after", True)):
-            backend.grow_in_place = grow
-            with profile(activities=[ProfilerActivity.CPU]) as profiled:
-                cpu_seconds(backend, prompt, args.samples, 1)
-            events = sorted(profiled.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
-            total = sum(e.self_cpu_time_total for e in events)
-            shares = ", ".join(f"{e.key} {e.self_cpu_time_total / total:.0%}" for e in events[:5])
-            print(f"{label}: self CPU time by operator: {shares}")
+        with profile(activities=[ProfilerActivity.CPU]) as profiled:
+            cpu_seconds(backend, prompt, args.samples, 1)
+        events = sorted(profiled.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+        total = sum(e.self_cpu_time_total for e in events)
+        shares = ", ".join(f"{e.key} {e.self_cpu_time_total / total:.0%}" for e in events[:5])
+        print(f"self CPU time by operator: {shares}")
 
 
 if __name__ == "__main__":

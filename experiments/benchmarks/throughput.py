@@ -2,8 +2,9 @@
 
 One run prints one table: for each prompt (no few-shot prefix, and a few-shot prefix of
 ``--prefix-tokens`` tokens) and each path of the transformers backend, "before"
-(``prefix_sharing=False, incremental_stops=False``: every row's prompt prefilled, every
-row's text re-decoded at every token) and "after" (the defaults), side by side:
+(``PrefillPlanner(share=False)``: every row's prompt prefilled) and "after" (the default
+shared-prefix prefill), side by side (both check stop strings incrementally: the whole-text
+re-decoding of the first "before" is no longer in the backend):
 
 - ``MFS tok/s`` and ``raw tok/s``: generated tokens per second of the lockstep search, and
   of one plain ``backend.generate`` call on the same questions with the search's mean rows
@@ -66,7 +67,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from mfs_core import MFSEngine, MFSSettings  # noqa: E402
-from mfs_core.backends.transformers import PrefillStats, TransformersBackend  # noqa: E402
+from mfs_core.backends.hf_prefill import PrefillPlanner, PrefillStats  # noqa: E402
+from mfs_core.backends.transformers import TransformersBackend  # noqa: E402
 from mfs_core.bench.fewshot import GSM_COT_8_SHOT  # noqa: E402
 from mfs_core.decoders import get_decoder  # noqa: E402
 from mfs_core.types import GenerationRequest  # noqa: E402
@@ -278,8 +280,8 @@ def _profile(backend: TransformersBackend, prompts: list[str], settings: MFSSett
     parts = {
         "backend.generate": cumulative("transformers.py:generate"),
         "  model forward (all nn.Module calls)": cumulative("module.py:_wrapped_call_impl"),
-        "  prefill (shared-prefix)": cumulative("transformers.py:_prefill_shared"),
-        "  stop checks": cumulative("transformers.py:_check_stops_incremental"),
+        "  prefill (shared-prefix)": cumulative("hf_prefill.py:_prefill_shared"),
+        "  stop checks": cumulative("transformers.py:_check_stops"),
         "  final decode of texts": cumulative("transformers.py:_decode"),
         "decoders (send)": cumulative("mfs.py:decode_mfs"),
     }
@@ -318,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
                            max_step_tokens=args.max_step_tokens, max_answer_tokens=args.max_answer_tokens, seed=0)
     after = TransformersBackend.from_settings(settings)
     before = TransformersBackend(after.model, after.tokenizer, after.model_name, after.batch_size,
-                                 prefix_sharing=False, incremental_stops=False)
+                                 prefill=PrefillPlanner(after.model, after.tokenizer.pad_token_id, share=False))
     if args.dataset:
         return _dataset_run(args, settings, before, after)
     questions = [item["input"] for item in json.loads(HELDOUT.read_text())[: args.questions]]

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 
-from mfs_core.backends.transformers import demo_model_path
+from mfs_core.models import demo_model_path
 from experiments.testbed.problems import END_MARKER
 
 HELDOUT = Path(demo_model_path()).parent / "heldout.json"

@@ -5,28 +5,54 @@ masks and triggered choices.
 trigger, only tokens whose text keeps it on the way to one of the choices can be drawn.
 **Grammars** (``GenerationRequest.grammar``, :mod:`mfs_core.grammar`): each row runs its own
 xgrammar matcher of the request's structural tag; before every draw the tokens it forbids get
--inf logits. :class:`GrammarConstraints` holds both as methods of the backend (a mixin: it reads
-``self.tokenizer`` and the rows' state).
+-inf logits. :class:`GrammarMasker` (a part of the backend) holds both, built with the tokenizer, the
+model's output vocabulary size, its end-of-sequence ids and its device; the rows' state comes with
+each call.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from mfs_core.types import GenerationRequest, RequestGrammar, TriggeredChoice
 
-__all__ = ["GrammarConstraints"]
+__all__ = ["GrammarMasker"]
 
 logger = logging.getLogger("mfs_core.backends.transformers")  # its messages stay under the backend's logger
 
 
-class GrammarConstraints:
-    """Logit masks of :class:`~mfs_core.backends.transformers.TransformersBackend` (a mixin): the rows'
-    grammar matchers (:meth:`_mask_grammar`) and their triggered choices (:meth:`_mask_choices`)."""
+class GrammarMasker:
+    """Logit masks of :class:`~mfs_core.backends.transformers.TransformersBackend`: the rows' grammar
+    matchers (:meth:`mask_grammar`) and their triggered choices (:meth:`mask_choices`).
 
-    def _matcher(self, grammar: RequestGrammar) -> Any:
+    A row is any object with the attributes these read and write (the backend's ``_Row``):
+    ``request`` (its request's index), ``finish_reason``, ``matcher`` (its xgrammar matcher or
+    None), ``choice_matched`` and ``choice_tail`` (its triggered-choice state).
+
+    Args:
+        tokenizer: the model's Hugging Face tokenizer (token texts; xgrammar's tokenizer info).
+        vocab_size: rows of the model's output projection (logits per position), which may
+            exceed the tokenizer's vocabulary.
+        eos_ids: the model's end-of-sequence token ids (a grammar may end on them).
+        device: where the allowed-token index tensors go (the model's device).
+    """
+
+    def __init__(self, tokenizer: Any, *, vocab_size: int, eos_ids: Collection[int], device: Any) -> None:
+        self.tokenizer = tokenizer
+        self.vocab_size = vocab_size
+        self.eos_ids = frozenset(eos_ids)
+        self.device = device
+        self._token_text_cache: list[str] | None = None
+        self._allowed_cache: dict[tuple[tuple[str, ...], str], Any] = {}
+        self._grammar_compiler: Any = None
+        self._compiled_grammars: dict[str, Any] = {}
+        self._token_bitmask: Any = None  # reused by mask_grammar while the batch's shape holds
+        self._bitmask_vocab = 0
+        self._warned_grammar_prefix = False
+
+    def matcher(self, grammar: RequestGrammar) -> Any:
         """A fresh xgrammar matcher of ``grammar`` with its ``prefix`` fed, or None when the
         prompt's text does not follow the grammar (the row is then sampled free, logged once).
 
@@ -39,9 +65,8 @@ class GrammarConstraints:
         compiled = self._compiled_grammars.get(grammar.structural_tag)
         if compiled is None:
             if self._grammar_compiler is None:
-                vocab_size = self.model.get_output_embeddings().weight.shape[0]
-                info = xgr.TokenizerInfo.from_huggingface(self.tokenizer, vocab_size=vocab_size,
-                                                          stop_token_ids=sorted(self._eos_ids))
+                info = xgr.TokenizerInfo.from_huggingface(self.tokenizer, vocab_size=self.vocab_size,
+                                                          stop_token_ids=sorted(self.eos_ids))
                 self._grammar_compiler = xgr.GrammarCompiler(info)
             if len(self._compiled_grammars) > 256:
                 self._compiled_grammars.clear()
@@ -56,9 +81,9 @@ class GrammarConstraints:
             return None
         return matcher
 
-    def _mask_grammar(self, logits: Any, rows: list[Any]) -> Any:
-        """``logits`` with the tokens each row's grammar forbids set to -inf (the same tensor
-        when no row has a grammar)."""
+    def mask_grammar(self, logits: Any, rows: list[Any]) -> Any:
+        """``logits`` ``[rows, vocab]`` with the tokens each row's grammar forbids set to -inf (the same
+        tensor when no unfinished row has a grammar; else a masked copy)."""
         constrained = [pos for pos, row in enumerate(rows)
                        if row.matcher is not None and row.finish_reason is None and not row.matcher.is_terminated()]
         if not constrained:
@@ -78,7 +103,7 @@ class GrammarConstraints:
         return masked
 
     # --- triggered choices ---------------------------------------------------------------
-    def _token_texts(self) -> list[str]:
+    def token_texts(self) -> list[str]:
         """The text of every token id alone ('' for special tokens), decoded once."""
         if self._token_text_cache is None:
             self._token_text_cache = self.tokenizer.batch_decode(
@@ -94,20 +119,20 @@ class GrammarConstraints:
         allowed = self._allowed_cache.get(key)
         if allowed is None:
             ids = []
-            for token_id, text in enumerate(self._token_texts()):
+            for token_id, text in enumerate(self.token_texts()):
                 if text:
                     candidate = matched + text
                     if any(c.startswith(candidate) or candidate.startswith(c) for c in choices):
                         ids.append(token_id)
-            allowed = torch.tensor(ids, dtype=torch.long, device=self.model.device)
+            allowed = torch.tensor(ids, dtype=torch.long, device=self.device)
             if len(self._allowed_cache) > 4096:
                 self._allowed_cache.clear()
             self._allowed_cache[key] = allowed
         return allowed
 
-    def _mask_choices(self, logits: Any, rows: list[Any], requests: Sequence[GenerationRequest]) -> Any:
-        """``logits`` with every token outside the allowed ones set to -inf, for the rows that
-        are writing a choice (the same tensor when none is)."""
+    def mask_choices(self, logits: Any, rows: list[Any], requests: Sequence[GenerationRequest]) -> Any:
+        """``logits`` ``[rows, vocab]`` with every token outside the allowed ones set to -inf, for the rows
+        that are writing a choice of their request's ``triggered_choice`` (the same tensor when none is)."""
         writing = [pos for pos, row in enumerate(rows) if row.choice_matched is not None and row.finish_reason is None]
         if not writing:
             return logits
@@ -122,9 +147,9 @@ class GrammarConstraints:
             masked[pos, allowed] = keep
         return masked
 
-    def _advance_choice(self, row: Any, choice: TriggeredChoice, token_id: int) -> None:
-        """Update the row's choice state after it wrote ``token_id``."""
-        text = self._token_texts()[token_id]
+    def advance_choice(self, row: Any, choice: TriggeredChoice, token_id: int) -> None:
+        """Update the row's choice state (``choice_matched``, ``choice_tail``) after it wrote ``token_id``."""
+        text = self.token_texts()[token_id]
         trigger = choice.trigger
         combined = row.choice_tail + text
         if row.choice_matched is not None:

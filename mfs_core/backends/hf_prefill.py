@@ -1,13 +1,17 @@
-"""Shared-prefix prefill for the transformers backend (:mod:`mfs_core.backends.transformers`).
+"""The transformers backend's prefill planner (:class:`PrefillPlanner`, a part of
+:class:`~mfs_core.backends.transformers.TransformersBackend`): how a chunk's prompts reach the KV cache.
 
 Within one chunk, every distinct prompt is prefilled once, and the prefix that prompts share (a
 few-shot prefix and question shared by every beam, a beam's path shared by its candidates) once
 per radix-tree node: the distinct prompts are grouped into a token trie, each level of the trie is
 one batched forward pass that continues its parent's KV cache, and the finished caches are fanned
 out to the ``n`` rows that continue them (the backend's module docstring has the details: padding,
-rotation, sliding-window caches). :class:`SharedPrefill` holds the prefills as methods of the
-backend (``self.model``, ``self.prefix_sharing``, ``self.prefill_stats``); the trie and cache
-helpers are module functions. :class:`PrefillStats` counts the prompt tokens actually prefilled.
+rotation, sliding-window caches). Models whose cache the trie cannot fill (chunked or linear
+attention) get one left-padded row per prompt instead. Either way the full-attention layers of
+the result have room for the tokens still to be sampled (:mod:`mfs_core.backends.hf_headroom`).
+
+:class:`PrefillPlanner` is built with the model and the padding token id and keeps the
+:class:`PrefillStats` counters; the trie and cache helpers are module functions.
 """
 
 from __future__ import annotations
@@ -15,17 +19,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from mfs_core.backends.hf_headroom import HeadroomLayer
+from mfs_core.backends.hf_headroom import HeadroomLayer, headroom_cache
 
-__all__ = ["PrefillStats", "SharedPrefill", "cache_argument", "output_cache"]
+__all__ = ["Prefill", "PrefillPlanner", "PrefillStats", "cache_argument", "output_cache"]
 
 logger = logging.getLogger(__name__)
 
 
+@dataclass
 class PrefillStats:
-    """Prompt-token counters of a :class:`TransformersBackend` since it was built (or reset).
+    """Prompt-token counters of a :class:`PrefillPlanner` (and so of its backend) since it was built (or reset).
 
     Attributes:
         calls: ``generate`` calls.
@@ -54,9 +59,23 @@ class PrefillStats:
         return self.prefilled_tokens / self.distinct_prompt_tokens if self.distinct_prompt_tokens else 0.0
 
 
+class Prefill(NamedTuple):
+    """What a prefill hands the token-by-token sampling of a chunk of ``B`` rows.
+
+    Attributes:
+        cache: the KV cache (``B`` rows; full-attention layers with room to grow in place).
+        logits: the float logits of each row's last prompt token, ``[B, vocab]``.
+        mask: the attention mask, ``[B, L]`` (long 0/1; rows left-padded).
+        next_position: each row's next position id, ``[B, 1]``.
+    """
+
+    cache: Any
+    logits: Any
+    mask: Any
+    next_position: Any
+
+
 @dataclass
-
-
 class _Group:
     """A node of the prompt trie during a shared-prefix prefill.
 
@@ -66,8 +85,6 @@ class _Group:
 
     members: list[int]
     done: int
-
-
 
 
 def cache_argument(model: Any) -> str:
@@ -104,31 +121,70 @@ def output_cache(out: Any) -> Any:
     return out["cache"] if "cache" in out else out["past_key_values"]
 
 
-class SharedPrefill:
-    """The prefills of :class:`~mfs_core.backends.transformers.TransformersBackend` (a mixin: it reads the
-    backend's ``model``, ``prefix_sharing``, ``pad_id`` and ``prefill_stats``): one row per prompt
-    (:meth:`_prefill_rows`) or the token trie's levels (:meth:`_prefill_shared`)."""
+class PrefillPlanner:
+    """Prefills a chunk's prompts for :class:`~mfs_core.backends.transformers.TransformersBackend`.
 
-    def _prefill_rows(self, prompts: list[list[int]]) -> tuple[Any, Any, Any, Any]:
+    Args:
+        model: the loaded causal LM (its forward, config and device are used).
+        pad_id: the token id written into padding positions (masked out).
+        share: prefill along the prompts' token trie (each distinct prefix once) where the model's
+            cache allows it; False always prefills one left-padded row per prompt, the path models
+            whose cache the trie cannot fill take (a reference for comparisons).
+
+    Attributes:
+        stats: :class:`PrefillStats` counters (reset by assigning a new ``PrefillStats()``).
+    """
+
+    def __init__(self, model: Any, pad_id: int, *, share: bool = True) -> None:
+        self.model = model
+        self.pad_id = pad_id
+        self.share = share
+        self.stats = PrefillStats()
+        self._cache_arg = cache_argument(model)
+        self._keep_logits = _keeps_logits(model)
+
+    def record_call(self, row_prompts: Sequence[Sequence[int]], prompts: Sequence[Sequence[int]]) -> None:
+        """Count one ``generate`` call in :attr:`stats`: its rows' prompts and its requests' prompts (token ids)."""
+        self.stats.calls += 1
+        self.stats.rows += len(row_prompts)
+        self.stats.row_prompt_tokens += sum(len(ids) for ids in row_prompts)
+        self.stats.distinct_prompt_tokens += _trie_size(prompts)
+
+    def prefill(self, prompts: list[list[int]], headroom: int) -> Prefill:
+        """Prefill ``prompts`` (one per row, token ids, none empty): along their trie where the model's
+        cache allows it (:meth:`_prefill_shared`), else one row per prompt (:meth:`_prefill_rows`).
+
+        Args:
+            prompts: the ``B`` rows' prompts.
+            headroom: tokens the rows may still sample (the most of any row): full-attention layers
+                get room for them and are then written in place, token by token.
+
+        Returns:
+            The :class:`Prefill` of the ``B`` rows.
+        """
+        prefilled = self._prefill_shared(prompts, headroom) if self.share else None
+        if prefilled is not None:
+            return prefilled
+        cache, logits, mask, next_position = self._prefill_rows(prompts)
+        return Prefill(headroom_cache(cache, headroom), logits, mask, next_position)
+
+    def _prefill_rows(self, prompts: list[list[int]]) -> Prefill:
         """Prefill every row's whole prompt in one left-padded batch (no sharing).
 
         Returns:
-            ``(cache, logits, mask, next_position)``: the KV cache (B rows), the float
-            logits of each prompt's last token ``[B, vocab]``, the attention mask ``[B, L]``
-            and each row's next position id ``[B, 1]``.
+            The :class:`Prefill` of the rows, its cache as the model built it.
         """
         device = self.model.device
-        pad = self.tokenizer.pad_token_id
-        input_ids, mask = _left_padded(prompts, pad, device)
+        input_ids, mask = _left_padded(prompts, self.pad_id, device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         keep = {"logits_to_keep": 1} if self._keep_logits else {}
         out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True, **keep)
-        self.prefill_stats.prefilled_tokens += sum(len(p) for p in prompts)
-        self.prefill_stats.padded_prefill_tokens += input_ids.numel()
-        self.prefill_stats.forward_passes += 1
-        return output_cache(out), out.logits[:, -1, :].float(), mask, positions[:, -1:] + 1
+        self.stats.prefilled_tokens += sum(len(p) for p in prompts)
+        self.stats.padded_prefill_tokens += input_ids.numel()
+        self.stats.forward_passes += 1
+        return Prefill(output_cache(out), out.logits[:, -1, :].float(), mask, positions[:, -1:] + 1)
 
-    def _prefill_shared(self, prompts: list[list[int]], headroom: int | None = None) -> tuple[Any, Any, Any, Any] | None:
+    def _prefill_shared(self, prompts: list[list[int]], headroom: int) -> Prefill | None:
         """Prefill each node of the prompts' token trie once, then fan the caches out to rows.
 
         Level by level, each group of distinct prompts runs the tokens they all share beyond
@@ -147,8 +203,12 @@ class SharedPrefill:
         ``DynamicSlidingWindowLayer`` keeps the last ``sliding_window - 1`` positions, as after
         :meth:`_prefill_rows` (:func:`_compact_prefill`). Row ``i`` gets prompt ``i``'s.
 
+        Args:
+            prompts: the rows' prompts (token ids).
+            headroom: tokens the rows may still sample (see :meth:`prefill`).
+
         Returns:
-            As :meth:`_prefill_rows`, or None when the model's cache has layers other than
+            As :meth:`prefill`, or None when the model's cache has layers other than
             ``DynamicLayer`` and ``DynamicSlidingWindowLayer`` (chunked or linear attention,
             a model-specific cache), or a prompt is empty: the caller then prefills without
             sharing.
@@ -201,7 +261,7 @@ class SharedPrefill:
         from transformers.cache_utils import DynamicLayer
 
         device = self.model.device
-        input_ids, segment_mask = _right_padded(segments, self.tokenizer.pad_token_id, device)
+        input_ids, segment_mask = _right_padded(segments, self.pad_id, device)
         lengths = torch.tensor([len(seg) for seg in segments], dtype=torch.long, device=device)
         done = torch.tensor([[g.done] for g in groups], dtype=torch.long, device=device)
         positions = done + segment_mask.cumsum(-1) - 1  # the padding repeats the last position
@@ -214,7 +274,7 @@ class SharedPrefill:
         out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
                          use_cache=True, **{self._cache_arg: cache}, **keep)
         cache = output_cache(out)
-        stats = self.prefill_stats
+        stats = self.stats
         stats.forward_passes += 1
         if len(cache.layers) != layers or not all(type(layer) is DynamicLayer for layer in cache.layers):
             return None
@@ -351,8 +411,8 @@ def _fan_out(cache: Any, mask: Any, parents: list[int], padding: Any) -> Any:
     return mask.index_select(0, index).gather(1, source)
 
 
-def _compact_prefill(template: Any, finals: list[_Final], row_prompt: list[int],
-                     device: Any, headroom: int | None = None) -> tuple[Any, Any, Any, Any]:
+def _compact_prefill(template: Any, finals: list[_Final], row_prompt: list[int], device: Any,
+                     headroom: int) -> Prefill:
     """The prefill's result from each distinct prompt's final state: row ``i`` gets prompt
     ``row_prompt[i]``'s.
 
@@ -366,12 +426,10 @@ def _compact_prefill(template: Any, finals: list[_Final], row_prompt: list[int],
         row_prompt: each of the ``B`` rows' index into ``finals``.
         device: where the new tensors go (the model's device).
         headroom: tokens the rows may still sample: full-attention layers become
-            :class:`~mfs_core.backends.hf_headroom.HeadroomLayer` s with that room, written once
-            (None: the template's own layers, grown by ``torch.cat`` per token).
+            :class:`~mfs_core.backends.hf_headroom.HeadroomLayer` s with that room, written once.
 
     Returns:
-        As :meth:`TransformersBackend._prefill_rows`: ``(template, logits [B, vocab], mask
-        [B, L], next_position [B, 1])``.
+        The :class:`Prefill` of the ``B`` rows, its cache ``template``.
     """
     import torch
 
@@ -391,7 +449,7 @@ def _compact_prefill(template: Any, finals: list[_Final], row_prompt: list[int],
 
     for i, layer in enumerate(template.layers):
         keys, values = distinct([state.layers[i][0] for state in finals]), distinct([state.layers[i][1] for state in finals])
-        if headroom is not None and type(layer) is DynamicLayer:  # the rows written once, with room to grow
+        if type(layer) is DynamicLayer:  # the rows written once, with room to grow
             template.layers[i] = grown = HeadroomLayer(headroom)
             grown.fill_rows(keys, values, rows)
         else:
@@ -402,7 +460,7 @@ def _compact_prefill(template: Any, finals: list[_Final], row_prompt: list[int],
     mask = mask.index_select(0, rows)
     logits = torch.stack([state.logits for state in finals]).index_select(0, rows)
     next_position = torch.tensor([[state.length] for state in finals], dtype=torch.long, device=device).index_select(0, rows)
-    return template, logits, mask, next_position
+    return Prefill(template, logits, mask, next_position)
 
 
 def _trie_size(prompts: list[list[int]]) -> int:

@@ -15,7 +15,7 @@ the same logits before any grammar, choice mask, temperature or top-p.
 A KV cache is kept between tokens; rows that have finished are dropped from it once they
 are a quarter of the batch, so short step candidates do not wait on long rollouts.
 
-**Shared-prefix prefill** (``prefix_sharing=True``, the default): within one chunk, every
+**Shared-prefix prefill**: within one chunk, every
 distinct prompt is prefilled once, and the prefix that prompts share (a few-shot prefix and
 question shared by every beam, a beam's path shared by its candidates) once per radix-tree
 node: the distinct prompts are grouped into a token trie, each level of the trie is one
@@ -30,7 +30,7 @@ caches of full and sliding layers) are prefilled on a cache of full layers and t
 caches are compacted into the cache the model builds itself (``DynamicCache(config=...)``),
 whose ``DynamicSlidingWindowLayer`` keeps the last ``sliding_window - 1`` positions as after a
 plain prefill; models whose cache has other layers (chunked or linear attention) are
-prefilled without sharing. Samples are unchanged for the same seeds; log-probs agree with
+prefilled one left-padded row per prompt. Samples are unchanged for the same seeds; log-probs agree with
 the one-row-per-prompt prefill to float rounding (different batch shapes reduce in a
 different order). :attr:`TransformersBackend.prefill_stats` counts the prompt tokens
 actually prefilled. Both prefills project only the positions whose logits they read onto
@@ -40,10 +40,17 @@ token. On Gemma 3 270M (CPU, one thread; 2 GSM8K questions with the bench's 8-sh
 about 1,000 tokens, M = N = 2, 2 steps: ``experiments/benchmarks/throughput.py --lockstep-only``) the
 search prefilled 5,421 prompt tokens, the trie's size, instead of 20,272.
 
-The prefills live in :mod:`mfs_core.backends.hf_prefill` and the logit masks (triggered choices,
-grammars) in :mod:`mfs_core.backends.hf_constraints`, mixed into :class:`TransformersBackend`.
+The KV cache's full-attention layers are laid out once with room for the tokens still to be
+sampled and written in place at every token (:mod:`mfs_core.backends.hf_headroom`), instead of
+``DynamicLayer``'s ``torch.cat`` copy of the whole cache per token.
 
-**Incremental stop checks** (``incremental_stops=True``): each step decodes only a short
+The backend is built from two parts that receive what they use: the prefills are its
+:class:`~mfs_core.backends.hf_prefill.PrefillPlanner` (built with the model and the padding id)
+and the logit masks (triggered choices, grammars) its
+:class:`~mfs_core.backends.hf_constraints.GrammarMasker` (built with the tokenizer, the output
+vocabulary size, the EOS ids and the device).
+
+**Incremental stop checks**: each step decodes only a short
 window of a row's newest tokens (the incremental detokenisation of vLLM and TGI) and
 searches the new text plus the last ``max(len(stop)) - 1`` characters before it, so a stop
 string that straddles tokens is found and the cost per token does not grow with the text.
@@ -71,22 +78,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mfs_core.backends.hf_constraints import GrammarMasker
+from mfs_core.backends.hf_prefill import PrefillPlanner, PrefillStats, cache_argument, output_cache
 from mfs_core.errors import BackendDeadError, ContextWindowError
-from mfs_core.models import demo_model_path, resolve_model_path
+from mfs_core.models import resolve_model_path
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest
-from mfs_core.backends.hf_constraints import GrammarConstraints
-from mfs_core.backends.hf_headroom import headroom_cache
-from mfs_core.backends.hf_prefill import (
-    PrefillStats,
-    SharedPrefill,
-    _keeps_logits,
-    _trie_size,
-    cache_argument,
-    output_cache,
-)
 
-__all__ = ["PrefillStats", "TransformersBackend", "demo_model_path", "fatal_device_error", "resolve_model_path"]
+__all__ = ["TransformersBackend", "fatal_device_error"]
 
 logger = logging.getLogger(__name__)
 
@@ -120,59 +119,54 @@ class _Row:
     matcher: Any = None
 
 
-@dataclass
-class TransformersBackend(SharedPrefill, GrammarConstraints):
+class TransformersBackend:
     """Sample from a Hugging Face causal LM with raw log-probabilities.
 
     Args:
         model: a loaded ``PreTrainedModel`` (causal LM).
-        tokenizer: its tokenizer (fast or slow).
+        tokenizer: its tokenizer (fast or slow); without a padding token its EOS token pads.
         model_name: name reported in results.
         batch_size: most sequences in one forward pass (sequences).
-        prefix_sharing: prefill each distinct prompt, and each prefix that prompts share,
-            once per chunk and fan its KV cache out to the rows that continue it; False
-            prefills every row's whole prompt in one left-padded batch (the path before
-            issue 14, kept for comparison).
-        incremental_stops: search only the text each row added since the last check (plus
-            a tail of ``max(len(stop)) - 1`` characters); False re-decodes every row's whole
-            text at every token (the path before issue 14).
-        grow_in_place: keep the KV cache in buffers with room for the tokens a row may still
-            sample and write each token in place (:mod:`mfs_core.backends.hf_headroom`); False
-            grows it by ``torch.cat`` per token, a copy of the whole cache (transformers'
-            ``DynamicLayer``, the path before issue 45; kept for comparison).
+        prefill: the part that prefills a chunk's prompts; None builds a
+            :class:`~mfs_core.backends.hf_prefill.PrefillPlanner` of ``model`` (shared-prefix
+            prefill). Pass ``PrefillPlanner(model, pad_id, share=False)`` to prefill one row per
+            prompt (a reference for comparisons).
 
     Attributes:
-        prefill_stats: :class:`PrefillStats` counters (reset with ``PrefillStats()``).
+        planner: the :class:`~mfs_core.backends.hf_prefill.PrefillPlanner`.
+        masker: the :class:`~mfs_core.backends.hf_constraints.GrammarMasker` (grammars and
+            triggered choices).
 
     Implements :class:`mfs_core.backends.base.Backend`.
     """
 
     def __init__(self, model: Any, tokenizer: Any, model_name: str, batch_size: int = 512, *,
-                 prefix_sharing: bool = True, incremental_stops: bool = True, grow_in_place: bool = True) -> None:
+                 prefill: PrefillPlanner | None = None) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.model_name = model_name
         self.batch_size = batch_size
-        self.prefix_sharing = prefix_sharing
         self._cache_arg = cache_argument(model)
-        self._keep_logits = _keeps_logits(model)
-        self.incremental_stops = incremental_stops
-        self.grow_in_place = grow_in_place
-        self.prefill_stats = PrefillStats()
         self._num_parameters = sum(p.numel() for p in model.parameters())
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         eos = model.generation_config.eos_token_id if model.generation_config is not None else None
         eos = eos if eos is not None else tokenizer.eos_token_id
-        self._token_text_cache: list[str] | None = None
-        self._allowed_cache: dict[tuple[tuple[str, ...], str], Any] = {}
-        self._grammar_compiler: Any = None
-        self._compiled_grammars: dict[str, Any] = {}
-        self._token_bitmask: Any = None  # reused by _mask_grammar while the batch's shape holds
-        self._bitmask_vocab = 0
-        self._warned_grammar_prefix = False
         self._eos_ids = set(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
+        self.planner = prefill if prefill is not None else PrefillPlanner(model, tokenizer.pad_token_id)
+        self.masker = GrammarMasker(tokenizer, vocab_size=_output_vocab_size(model), eos_ids=self._eos_ids,
+                                    device=model.device)
         self._dead: str | None = None
+
+    @property
+    def prefill_stats(self) -> PrefillStats:
+        """The prefill planner's :class:`~mfs_core.backends.hf_prefill.PrefillStats` (prompt-token counters);
+        assign a new ``PrefillStats()`` to reset them."""
+        return self.planner.stats
+
+    @prefill_stats.setter
+    def prefill_stats(self, stats: PrefillStats) -> None:
+        self.planner.stats = stats
 
     @classmethod
     def from_settings(cls, settings: MFSSettings) -> TransformersBackend:
@@ -292,7 +286,7 @@ class TransformersBackend(SharedPrefill, GrammarConstraints):
         row_prompts: list[list[int]] = []
         for r, (request, ids) in enumerate(zip(requests, prompt_ids)):
             # one matcher per request, its prefix fed once; each further row gets a fork of it
-            matcher = self._matcher(request.grammar) if request.grammar is not None else None
+            matcher = self.masker.matcher(request.grammar) if request.grammar is not None else None
             for k in range(request.n):
                 row = _Row(request=r, prompt_tokens=len(ids), max_tokens=min(request.max_tokens, window - len(ids)),
                            stop=request.stop, tokens=[], top_logprobs=request.top_logprobs)
@@ -304,11 +298,7 @@ class TransformersBackend(SharedPrefill, GrammarConstraints):
                     row.matcher = matcher if k == 0 else matcher.fork()
                 rows.append(row)
                 row_prompts.append(ids)
-        stats = self.prefill_stats
-        stats.calls += 1
-        stats.rows += len(rows)
-        stats.row_prompt_tokens += sum(len(ids) for ids in row_prompts)
-        stats.distinct_prompt_tokens += _trie_size(prompt_ids)
+        self.planner.record_call(row_prompts, prompt_ids)
         generators = []
         for request in requests:
             generator = torch.Generator(device=self.model.device)
@@ -343,15 +333,8 @@ class TransformersBackend(SharedPrefill, GrammarConstraints):
 
         device = self.model.device
         pad = self.tokenizer.pad_token_id
-        # the cache grows in place by up to this many tokens (None: by torch.cat, DynamicLayer's way)
-        headroom = max(row.max_tokens for row in rows) if self.grow_in_place else None
-        prefilled = self._prefill_shared(prompts, headroom) if self.prefix_sharing else None
-        if prefilled is None:
-            cache, logits, mask, next_position = self._prefill_rows(prompts)
-            if headroom is not None:
-                cache = headroom_cache(cache, headroom)
-        else:
-            cache, logits, mask, next_position = prefilled
+        # the cache grows in place by up to this many tokens (the most any row may sample)
+        cache, logits, mask, next_position = self.planner.prefill(prompts, max(row.max_tokens for row in rows))
         temperature = torch.tensor([requests[r.request].temperature for r in rows], device=device).unsqueeze(1)
         top_p = torch.tensor([requests[r.request].top_p for r in rows], device=device)
         active = list(range(len(rows)))  # row index of each batch position
@@ -359,8 +342,8 @@ class TransformersBackend(SharedPrefill, GrammarConstraints):
             if cancels:
                 _abort_cancelled([rows[i] for i in active], cancels)
             raw = torch.log_softmax(logits, dim=-1)
-            sampled = self._mask_choices(logits, [rows[i] for i in active], requests)
-            sampled = self._mask_grammar(sampled, [rows[i] for i in active])
+            sampled = self.masker.mask_choices(logits, [rows[i] for i in active], requests)
+            sampled = self.masker.mask_grammar(sampled, [rows[i] for i in active])
             probs = torch.softmax(sampled / temperature, dim=-1)
             if bool((top_p < 1).any()):
                 probs = _top_p_filter(probs, top_p)
@@ -389,17 +372,14 @@ class TransformersBackend(SharedPrefill, GrammarConstraints):
                     row.confidences.append(confidences[pos])
                 choice = requests[row.request].triggered_choice
                 if choice is not None:
-                    self._advance_choice(row, choice, token_list[pos])
+                    self.masker.advance_choice(row, choice, token_list[pos])
                 if row.matcher is not None and not row.matcher.is_terminated():
                     row.matcher.accept_token(token_list[pos])
                 if token_list[pos] in self._eos_ids:
                     row.finish_reason = "eos"
                 elif len(row.tokens) >= row.max_tokens:
                     row.finish_reason = "length"
-            if self.incremental_stops:
-                self._check_stops_incremental([rows[i] for i in active])
-            else:
-                self._check_stops([rows[i] for i in active])
+            self._check_stops([rows[i] for i in active])
             keep = [pos for pos, i in enumerate(active) if rows[i].finish_reason is None]
             if not keep:
                 break
@@ -419,9 +399,10 @@ class TransformersBackend(SharedPrefill, GrammarConstraints):
             if row.finish_reason != "stop":
                 row.text = self._decode(row.tokens)
 
-    # --- grammars -------------------------------------------------------------------------
-    def _check_stops_incremental(self, rows: list[_Row]) -> None:
-        """As :meth:`_check_stops`, decoding only a window of each row's newest tokens.
+    # --- stop strings ---------------------------------------------------------------------
+    def _check_stops(self, rows: list[_Row]) -> None:
+        """Mark the rows whose text now contains a stop string and cut their text before it,
+        decoding only a window of each row's newest tokens.
 
         The window is ``tokens[prefix_offset:]``; its text beyond that of
         ``tokens[prefix_offset:read_offset]`` is new (vLLM's ``detokenize_incrementally``:
@@ -455,21 +436,6 @@ class TransformersBackend(SharedPrefill, GrammarConstraints):
                 keep = max(len(stop) for stop in row.stop) - 1
                 row.tail = searched[-keep:] if keep else ""
 
-    def _check_stops(self, rows: list[_Row]) -> None:
-        """Mark rows whose text now contains a stop string; cut the text before it."""
-        checked = [row for row in rows if row.stop and row.finish_reason in (None, "length")]
-        if not checked:
-            return
-        texts = self.tokenizer.batch_decode([row.tokens for row in checked], skip_special_tokens=True,
-                                            clean_up_tokenization_spaces=False)
-        for row, text in zip(checked, texts):
-            hits = [(text.find(stop), stop) for stop in row.stop if stop in text]
-            if hits:
-                cut, stop = min(hits)
-                row.text = text[:cut]
-                row.finish_reason = "stop"
-                row.stop_reason = stop
-
 
 _FATAL_DEVICE_TEXT = ("CUDA error", "CUBLAS_STATUS", "CUDNN_STATUS", "device-side assert", "illegal memory access",
                       "NCCL error", "HIP error", "out of memory")
@@ -495,6 +461,12 @@ def fatal_device_error(exc: BaseException) -> str | None:
         return None
     first = (str(exc).strip().splitlines() or [""])[0][:200]
     return f"the transformers backend {kind} ({type(exc).__name__}: {first}); the model must be loaded again"
+
+
+def _output_vocab_size(model: Any) -> int:
+    """Rows of ``model``'s output projection (its logits per position), else its config's ``vocab_size``."""
+    embeddings = model.get_output_embeddings()
+    return int(embeddings.weight.shape[0]) if embeddings is not None else int(model.config.vocab_size)
 
 
 def _abort_cancelled(rows: list[_Row], cancels: list[tuple[int, Any]]) -> int:

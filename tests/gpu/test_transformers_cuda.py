@@ -113,8 +113,10 @@ def test_cuda_samples_are_seeded_and_batch_independent(cuda_backend, cuda_engine
 
 def test_cuda_shared_prefix_prefill_samples_what_the_plain_prefill_samples(cuda_backend, cuda_engine):
     shared = TransformersBackend(cuda_backend.model, cuda_backend.tokenizer, "mfs-demo")
+    from mfs_core.backends.hf_prefill import PrefillPlanner
+
     plain = TransformersBackend(cuda_backend.model, cuda_backend.tokenizer, "mfs-demo",
-                                prefix_sharing=False, incremental_stops=False)
+                                prefill=PrefillPlanner(cuda_backend.model, cuda_backend.tokenizer.pad_token_id, share=False))
     q, other = cuda_engine.render(QUESTIONS[0]), cuda_engine.render(QUESTIONS[2])
     requests = [
         GenerationRequest(prompt=q, n=4, max_tokens=40, stop=("\n", "<end_of_reasoning>"), temperature=0.8, seed=1),

@@ -18,7 +18,7 @@ pytest.importorskip("matplotlib")
 
 from typer.testing import CliRunner  # noqa: E402
 
-from mfs_core.backends.transformers import demo_model_path  # noqa: E402
+from mfs_core.models import demo_model_path  # noqa: E402
 from mfs_core.cli import app  # noqa: E402
 from mfs_core.engine import MFSEngine  # noqa: E402
 from mfs_core.settings import MFSSettings  # noqa: E402

@@ -29,7 +29,7 @@ import pytest
 from langchain_tests.integration_tests import ChatModelIntegrationTests, ToolsIntegrationTests
 
 from langchain_mfs import ChatMFS, MFSLLM, MFSReasoningTool
-from mfs_core.backends.transformers import demo_model_path
+from mfs_core.models import demo_model_path
 from tests.tool_model import demo_model_renders_tools
 
 TOOLS = demo_model_renders_tools()

@@ -1,15 +1,16 @@
-"""Shared-prefix prefill and incremental stop checks of the transformers backend (issue 14).
+"""Shared-prefix prefill and incremental stop checks of the transformers backend.
 
-The backend with ``prefix_sharing=False, incremental_stops=False`` is the path before
-issue 14 (every row's whole prompt prefilled, every row's whole text re-decoded at every
-token); both paths must sample the same tokens for the same seeds.
+The backend whose prefill planner does not share (``PrefillPlanner(..., share=False)``: every
+row's whole prompt prefilled, the path of models whose cache the trie cannot fill) must sample
+the same tokens for the same seeds.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from mfs_core.backends.transformers import PrefillStats, TransformersBackend, _Row
+from mfs_core.backends.hf_prefill import PrefillPlanner, PrefillStats
+from mfs_core.backends.transformers import TransformersBackend, _Row
 from mfs_core.types import GenerationRequest
 
 QUESTION = "Tom has 3 apples. Then Tom buys 4 more apples. How many apples does Tom have now?"
@@ -20,7 +21,7 @@ OTHER = "There are 5 rows of tickets with 5 in each row. Nina triples the ticket
 def backends(demo_backend):
     shared = TransformersBackend(demo_backend.model, demo_backend.tokenizer, "mfs-demo")
     plain = TransformersBackend(demo_backend.model, demo_backend.tokenizer, "mfs-demo",
-                                prefix_sharing=False, incremental_stops=False)
+                                prefill=PrefillPlanner(demo_backend.model, demo_backend.tokenizer.pad_token_id, share=False))
     return shared, plain
 
 
@@ -90,13 +91,13 @@ def test_distinct_prompts_with_no_common_first_token(backends):
     assert [[c.token_ids for c in r] for r in new] == [[c.token_ids for c in r] for r in old]
 
 
-def _feed(backend, text: str, stop: tuple[str, ...], incremental: bool) -> tuple[int, _Row]:
+def _feed(backend, text: str, stop: tuple[str, ...]) -> tuple[int, _Row]:
     """Append ``text``'s tokens to a row one at a time, checking stops after each."""
     ids = backend.tokenizer.encode(text, add_special_tokens=False)
     row = _Row(request=0, prompt_tokens=0, max_tokens=100, stop=stop, tokens=[])
     for count, token in enumerate(ids, start=1):
         row.tokens.append(token)
-        (backend._check_stops_incremental if incremental else backend._check_stops)([row])
+        backend._check_stops([row])
         if row.finish_reason is not None:
             return count, row
     return len(ids), row
@@ -116,23 +117,11 @@ def _feed(backend, text: str, stop: tuple[str, ...], incremental: bool) -> tuple
     ],
 )
 def test_incremental_stop_check_finds_strings_split_across_tokens(demo_backend, text, stop, tokens_read, cut):
-    for incremental in (True, False):
-        read, row = _feed(demo_backend, text, stop, incremental)
-        assert read == tokens_read
-        if cut is None:
-            assert row.finish_reason is None
-        else:
-            assert (row.finish_reason, row.text) == ("stop", cut)
-            assert row.stop_reason in stop
+    read, row = _feed(demo_backend, text, stop)
+    assert read == tokens_read
+    if cut is None:
+        assert row.finish_reason is None
+    else:
+        assert (row.finish_reason, row.text) == ("stop", cut)
+        assert row.stop_reason in stop
 
-
-def test_incremental_stops_match_full_redecoding_in_sampling(demo_backend, round_requests):
-    incremental = TransformersBackend(demo_backend.model, demo_backend.tokenizer, "mfs-demo", prefix_sharing=False)
-    full = TransformersBackend(demo_backend.model, demo_backend.tokenizer, "mfs-demo", prefix_sharing=False,
-                               incremental_stops=False)
-    requests = [GenerationRequest(prompt=r.prompt, n=r.n, max_tokens=40, stop=(" = ", "\nThe", "7"),
-                                  temperature=1.0, seed=20 + i) for i, r in enumerate(round_requests)]
-    new, old = incremental.generate(requests), full.generate(requests)
-    assert [[(c.token_ids, c.text, c.stop_reason) for c in r] for r in new] == \
-        [[(c.token_ids, c.text, c.stop_reason) for c in r] for r in old]
-    assert any(c.finish_reason == "stop" for r in new for c in r)

@@ -12,7 +12,7 @@ import logging
 import warnings
 
 from mfs_core import MFSEngine, MFSSettings
-from mfs_core.backends.transformers import cache_argument
+from mfs_core.backends.hf_prefill import cache_argument
 
 
 def test_a_decode_emits_no_deprecation(demo_backend, caplog):

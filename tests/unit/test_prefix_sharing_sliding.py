@@ -15,7 +15,8 @@ transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 pytest.importorskip("transformers.models.gemma3")
 
-from mfs_core.backends.transformers import PrefillStats, TransformersBackend, _trie_size  # noqa: E402
+from mfs_core.backends.hf_prefill import PrefillPlanner, PrefillStats, _trie_size  # noqa: E402
+from mfs_core.backends.transformers import TransformersBackend  # noqa: E402
 from mfs_core.types import GenerationRequest  # noqa: E402
 
 WORDS = ["<pad>", "<eos>", "<bos>", "<unk>", *[f"w{i}" for i in range(28)]]
@@ -48,8 +49,8 @@ def _model(sliding_window: int = WINDOW):
 def backends():
     model, tokenizer = _model(), _tokenizer()
     shared = TransformersBackend(model, tokenizer, "tiny-gemma3", batch_size=64)
-    plain = TransformersBackend(model, tokenizer, "tiny-gemma3", batch_size=64, prefix_sharing=False,
-                                incremental_stops=False)
+    plain = TransformersBackend(model, tokenizer, "tiny-gemma3", batch_size=64,
+                                prefill=PrefillPlanner(model, tokenizer.pad_token_id, share=False))
     return shared, plain
 
 

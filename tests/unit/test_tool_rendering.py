@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from mfs_core.backends._hf import load_local_tokenizer, render_chat
-from mfs_core.backends.transformers import demo_model_path
+from mfs_core.models import demo_model_path
 from mfs_core.prompts import assistant_prefix, render_messages, render_question
 from mfs_core.settings import MFSSettings
 from mfs_core.tools import ToolsNotSupportedError, check_tools, renders_tools, resolve_parser, template_messages

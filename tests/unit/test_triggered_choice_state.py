@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
-from mfs_core.backends.transformers import TransformersBackend, _Row
+from mfs_core.backends.hf_constraints import GrammarMasker
+from mfs_core.backends.transformers import _Row
 from mfs_core.types import TriggeredChoice
 
 CHOICE = TriggeredChoice('<tool_call>\n{"name": "', ('add"', 'mul"'))
 VOCAB = ["", "<tool", "_call>\n", '{"name": "', "ad", 'd"', ', "a', "mul", '"', 'x', '"name": "add"']
 
 
-def backend() -> TransformersBackend:
-    fake = TransformersBackend.__new__(TransformersBackend)  # no model: only the token texts are used
-    fake._token_text_cache = list(VOCAB)
-    return fake
+def backend() -> GrammarMasker:
+    masker = GrammarMasker(None, vocab_size=len(VOCAB), eos_ids=(), device="cpu")  # only the token texts are used
+    masker._token_text_cache = list(VOCAB)
+    return masker
 
 
 def write(row: _Row, *tokens: str) -> list[str | None]:
     states = []
     model = backend()
     for token in tokens:
-        model._advance_choice(row, CHOICE, VOCAB.index(token))
+        model.advance_choice(row, CHOICE, VOCAB.index(token))
         states.append(row.choice_matched)
     return states
 

@@ -389,7 +389,7 @@ def test_kv_cache_gib_range_and_managed_key() -> None:
 
 
 def test_server_command_carries_the_engine_kwargs(monkeypatch: pytest.MonkeyPatch) -> None:
-    from mfs_core.backends.transformers import demo_model_path
+    from mfs_core.models import demo_model_path
     from mfs_core.vllm_server import server_command
 
     monkeypatch.setattr(vllm_module, "cpu_has_bfloat16", lambda: False)
@@ -431,7 +431,7 @@ def test_engine_close_closes_the_shared_backend_and_forgets_it() -> None:
 
 
 def test_engine_kwargs_resolve_the_demo_model() -> None:
-    from mfs_core.backends.transformers import demo_model_path
+    from mfs_core.models import demo_model_path
 
     assert engine_kwargs(MFSSettings(backend="vllm"))["model"] == str(demo_model_path())
 

@@ -67,7 +67,7 @@ def test_log_probs_under_a_grammar_are_renormalised_not_raw(
     # what vLLM reports, token by token.
     import xgrammar as xgr
 
-    matcher = reference_backend._matcher(grammar)
+    matcher = reference_backend.masker.matcher(grammar)
     bitmask = xgr.allocate_token_bitmask(1, logits.shape[-1])
     renormalised = 0.0
     for position, token in enumerate(cont.token_ids):
