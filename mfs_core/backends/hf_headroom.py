@@ -57,6 +57,12 @@ def _layer_class() -> type:
             self.values = self._value_buffer[..., :length, :]
 
         def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+            """Append ``key_states`` and ``value_states`` ``[batch, heads, new, dim]`` in place (the buffers
+            grow by ``new + headroom`` positions only when full, or when ``keys`` were replaced from outside).
+
+            Returns:
+                ``(keys, values)``: views of the filled part, ``[batch, heads, length + new, dim]``.
+            """
             if not self.is_initialized:
                 self.lazy_initialization(key_states, value_states)
             length = self.get_seq_length()
@@ -75,6 +81,7 @@ def _layer_class() -> type:
             return self.keys, self.values
 
         def batch_select_indices(self, indices: Any) -> None:
+            """Keep only the batch rows ``indices`` (a long tensor), buffers and their free room included."""
             length = self.get_seq_length()
             if length and self._key_buffer is not None and self.keys.data_ptr() == self._key_buffer.data_ptr():
                 self._key_buffer = self._key_buffer[indices, ...]

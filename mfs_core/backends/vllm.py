@@ -97,8 +97,7 @@ from mfs_core.errors import BackendDeadError, BackendOutputError, ContextWindowE
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest
 
-__all__ = ["CPU_BLOCK_SIZE", "CPU_KV_CACHE_GIB", "VLLM_SOURCE_VERSION", "VLLMBackend", "cpu_has_bfloat16",
-           "engine_dead_reason", "engine_kwargs"]
+__all__ = ["CPU_BLOCK_SIZE", "CPU_KV_CACHE_GIB", "VLLM_SOURCE_VERSION", "VLLMBackend", "cpu_has_bfloat16", "engine_kwargs"]
 
 logger = logging.getLogger(__name__)
 
@@ -315,7 +314,7 @@ class VLLMBackend:
         own finalizer calls when the ``LLM`` is garbage-collected. On a loaded machine that
         shutdown can time out and force-kill the engine core, leaving its worker process
         orphaned and running; so the processes that appeared while :meth:`from_settings`
-        started the engine are then stopped by PID (:func:`_stop_processes`: terminate, a
+        started the engine are then stopped by PID (:func:`~mfs_core.backends.vllm_processes._stop_processes`: terminate, a
         bounded wait, kill). A closed backend refuses :meth:`generate`.
         """
         with self._lock:
@@ -332,7 +331,7 @@ class VLLMBackend:
     @property
     def dead_reason(self) -> str | None:
         """Why this backend can no longer serve (closed, or vLLM's engine core died:
-        :func:`engine_dead_reason`), one line; None while it can. Read by the engine before each
+        :func:`~mfs_core.backends.vllm_processes.engine_dead_reason`), one line; None while it can. Read by the engine before each
         submission and round, and by ``mfs serve``'s ``/health``."""
         if self._closed:
             return f"the vLLM backend of {self.model_name!r} is closed"

@@ -48,9 +48,8 @@ from typing import Any
 
 from mfs_core.backends import _hf
 from mfs_core.backends._loop import EventLoopThread
-from mfs_core.backends.vllm import (
-    VLLMBackend, _child_processes, _continuations, _import_vllm, _on_cpu, _stop_processes, engine_kwargs,
-)
+from mfs_core.backends.vllm import VLLMBackend, _continuations, _import_vllm, _on_cpu, engine_kwargs
+from mfs_core.backends.vllm_processes import _child_processes, _stop_processes
 from mfs_core.errors import BackendOutputError
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest

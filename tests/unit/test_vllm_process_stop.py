@@ -15,7 +15,7 @@ import pytest
 
 psutil = pytest.importorskip("psutil")
 
-from mfs_core.backends.vllm import _stop_processes  # noqa: E402
+from mfs_core.backends.vllm_processes import _stop_processes  # noqa: E402
 
 SLEEPER = "import time; time.sleep(60)"
 STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
