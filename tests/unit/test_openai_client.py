@@ -14,9 +14,8 @@ import pytest
 
 from mfs_core.backends import Backend
 from mfs_core.errors import BackendOutputError, ContextWindowError, MissingLogprobsError, ServerRequestError
-from mfs_core.backends.openai_wire import _retry_after  # the wire format's private helper
 from mfs_core.backends.openai import OpenAIBackend
-from mfs_core.backends.openai_wire import parse_completion
+from mfs_core.backends.openai_wire import _retry_after, parse_completion  # _retry_after: the wire format's private helper
 from mfs_core.backends.replica_routing import assign_replicas
 from mfs_core.settings import MFSSettings
 from mfs_core.types import GenerationRequest
