@@ -6,12 +6,17 @@ it without any model library installed.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from mfs_core.types import Continuation, GenerationRequest
 
 __all__ = ["AsyncBackend", "Backend", "warn_unconstrained_grammar", "warn_unhonoured_choices"]
+
+
+_WARNED_CHOICES: weakref.WeakSet[Any] = weakref.WeakSet()
+_WARNED_GRAMMARS: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def warn_unhonoured_choices(backend: Any, requests: Sequence[GenerationRequest], logger: Any) -> None:
@@ -21,9 +26,9 @@ def warn_unhonoured_choices(backend: Any, requests: Sequence[GenerationRequest],
     HTTP): the tool names the model writes are then only checked after parsing (a call to
     a tool not bound becomes an invalid call).
     """
-    if getattr(backend, "_warned_unhonoured_choice", False) or not any(r.triggered_choice for r in requests):
+    if backend in _WARNED_CHOICES or not any(r.triggered_choice for r in requests):
         return
-    backend._warned_unhonoured_choice = True
+    _WARNED_CHOICES.add(backend)
     logger.warning(
         "%s samples without the tool-name constraint (constrain_tool_names): only the transformers "
         "backend honours it; calls to tools that are not bound become invalid calls", type(backend).__name__)
@@ -38,11 +43,11 @@ def warn_unconstrained_grammar(backend: Any, requests: Sequence[GenerationReques
     from a step cut there). Such a request is sampled unconstrained; its action is then
     only checked after parsing (an action that does not parse becomes an invalid call).
     """
-    if getattr(backend, "_warned_unconstrained_grammar", False):
+    if backend in _WARNED_GRAMMARS:
         return
     if not any(r.grammar is not None and r.grammar.remote is None for r in requests):
         return
-    backend._warned_unconstrained_grammar = True
+    _WARNED_GRAMMARS.add(backend)
     logger.warning(
         "%s samples a request whose prompt ends inside an action's JSON value without the action grammar "
         "(constrain_actions): only the transformers backend can continue a grammar from there; such actions "
