@@ -98,23 +98,14 @@ SECTIONS: tuple[Section, ...] = (
     ),
     Section(
         slug="qwen05-gsm8k-width",
-        title="The search's width against self-consistency (held-out questions `mfs` at M = N = 8 has run)",
-        folders=HELD_OUT + WIDE, questions_of="mfs-m8",
+        title="The search's width against self-consistency to k = 40 (held-out questions both have run)",
+        folders=HELD_OUT + WIDE, questions_of="mfs-m8", pool_sc=("sc-seed1",),
         methods=(("cot", "greedy CoT"), ("mfs-m2", "`mfs`, M = N = 2"), ("mfs", "`mfs`, M = N = 4"),
                  ("mfs-m8", "`mfs`, M = N = 8 (the library's default)"), ("mfs-m8-seed1", "`mfs`, M = N = 8, seed 1")),
         curves=(("sc", "SC T = 0.7"),), pairs=(("mfs-m8", "mfs-m8-seed1"), ("mfs-m8", "mfs")),
-        note=SETUP + " Every row is over the questions the M = N = 8 search has run; SC's curve is the kept run's "
-        "(k up to 16), so a search spending more tokens is paired with SC at k = 16. The pair of M = N = 8 runs "
-        "with two seeds measures the run-to-run spread.",
-    ),
-    Section(
-        slug="qwen05-gsm8k-width-sc40",
-        title="Self-consistency past k = 16 (held-out questions with 40 samples)",
-        folders=HELD_OUT + WIDE, questions_of="sc-seed1", pool_sc=("sc-seed1",),
-        methods=(("cot", "greedy CoT"), ("mfs", "`mfs`, M = N = 4"), ("mfs-m8", "`mfs`, M = N = 8 (the library's default)")),
-        curves=(("sc", "SC T = 0.7"),),
-        note=SETUP + " A second SC run (seed 1, 24 more samples at T = 0.7) extends the kept 16 samples to 40 on the "
-        "questions it has run, so the M = N = 8 search is paired with SC at its own tokens.",
+        note=SETUP + " Every row is over the questions where the M = N = 8 search and a second SC run (seed 1, 24 "
+        "more samples at T = 0.7, extending the kept 16 to 40) have both run, so each search is paired with SC at its "
+        "own tokens. The pair of M = N = 8 runs with two seeds measures the run-to-run spread.",
     ),
     Section(
         slug="qwen05-gsm8k-phi",

@@ -18,6 +18,8 @@ def test_the_page_the_plot_data_and_readme_are_what_the_records_give() -> None:
     for png in rendered.plots:
         assert png.exists(), png
         assert f"results/{png.name}" in rendered.files[results.PAGE]
+    generated = {path.name for path in [*rendered.files, *rendered.plots] if path.parent == results.FIGURES}
+    assert {path.name for path in results.FIGURES.iterdir()} == generated  # nothing left over from an older page
 
 
 def _record(method: str, index: int, correct: bool, tokens: int, **extra: object) -> dict:
