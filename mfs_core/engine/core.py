@@ -12,6 +12,7 @@ from typing import Any
 
 from mfs_core.answers import AnswerExtractor
 from mfs_core.backends import Backend
+from mfs_core.backends.base import AsyncBackend
 from mfs_core.decoders import get_decoder
 from mfs_core.engine import registry
 from mfs_core.engine.scheduler import DecodeFuture, EngineStats, Listener, Scheduler
@@ -41,13 +42,18 @@ class MFSEngine:
     def __init__(self, backend: Backend, settings: MFSSettings | None = None, *, _scheduler: Scheduler | None = None) -> None:
         """Wrap ``backend`` with default decoder ``settings`` (``MFSSettings()`` if None).
 
+        ``scheduling="auto"`` (the default) runs continuous batching when ``settings.backend`` is vLLM and
+        ``backend`` can (an :class:`~mfs_core.backends.base.AsyncBackend`), lockstep otherwise.
+
         Raises:
             TypeError: ``scheduling="continuous"`` with a backend that is not an
                 :class:`~mfs_core.backends.base.AsyncBackend`.
         """
         self.settings = settings if settings is not None else MFSSettings()
-        self._scheduler = (_scheduler if _scheduler is not None
-                           else registry.make_scheduler(backend, self.settings.scheduler))
+        scheduling = self.settings.scheduler
+        if self.settings.scheduling == "auto" and not isinstance(backend, AsyncBackend):
+            scheduling = "lockstep"  # "auto" on a backend handed in that has no continuous design (a sync vLLM.LLM)
+        self._scheduler = _scheduler if _scheduler is not None else registry.make_scheduler(backend, scheduling)
         self._closed = False
         registry.count_in(self._scheduler)
 
