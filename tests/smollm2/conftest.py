@@ -20,7 +20,7 @@ import pytest
 from tests.packaged_models import packaged_engine, spy_prompts
 
 SMOLLM2 = "smollm2-135m-instruct"
-BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "smollm2_rag.py"
+BENCHMARK = Path(__file__).resolve().parents[2] / "experiments" / "benchmarks" / "smollm2_rag.py"
 
 # Small search and short answers: every test of this folder stays within seconds per decode on 2 cores.
 SMALL = {"step_beam_size": 2, "num_rollouts": 2, "max_steps": 2, "max_step_tokens": 24, "max_answer_tokens": 32,

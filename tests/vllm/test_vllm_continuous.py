@@ -18,7 +18,7 @@ from concurrent.futures import CancelledError
 import psutil
 import pytest
 from bounded import within
-from conftest import VLLM_SETTINGS
+from tests.vllm.conftest import VLLM_SETTINGS
 
 from mfs_core.backends.vllm import VLLMBackend
 from mfs_core.backends.vllm_async import AsyncVLLMBackend

@@ -16,10 +16,11 @@ import json
 import psutil
 import pytest
 import torch
-from conftest import VLLM_SETTINGS
+from tests.vllm.conftest import VLLM_SETTINGS
 
 from mfs_core.backends.transformers import TransformersBackend
 from mfs_core.backends.vllm import VLLMBackend
+from mfs_core.backends.vllm_async import AsyncVLLMBackend
 from mfs_core.bench.datasets import demo_heldout_path
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import DEMO_ASSISTANT_PREFIX, MFSSettings
@@ -115,16 +116,17 @@ def test_mfs_makes_one_generate_call_per_round(vllm_backend: VLLMBackend) -> Non
 def test_seeded_round_over_the_batch_token_budget_with_default_settings() -> None:
     """5 questions at M = N = 4: the first round alone asks for 5 x 16 seeded samples, more prompt
     tokens than ``max_num_batched_tokens``. With vLLM's defaults on CPU (chunked prefill on) it
-    raised ``CPU Generator does not use offset`` and killed the engine. Closing the engine
-    (``with``) stops every process vLLM started."""
+    raised ``CPU Generator does not use offset`` and killed the engine. The default scheduling
+    ('auto') gives vLLM's ``AsyncLLM``, which takes all five questions' first rounds at once. Closing
+    the engine (``with``) stops every process vLLM started."""
     before = {child.pid for child in psutil.Process().children(recursive=True)}
     settings = MFSSettings(backend="vllm", step_beam_size=4, num_rollouts=4, seed=0)
     with MFSEngine.from_settings(settings) as engine:
         backend = engine.backend
-        assert isinstance(backend, VLLMBackend)
+        assert isinstance(backend, AsyncVLLMBackend)
         started = {child.pid for child in psutil.Process().children(recursive=True)} - before
         assert started, "vLLM runs its engine core in a child process"
-        budget = backend.llm.llm_engine.vllm_config.scheduler_config.max_num_batched_tokens
+        budget = backend.llm.vllm_config.scheduler_config.max_num_batched_tokens
         questions = HELDOUT[:5]
         first_round = sum(16 * backend.count_tokens(engine.render(q)) for q in questions)
         assert first_round > budget
