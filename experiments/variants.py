@@ -19,6 +19,7 @@ from mfs_core.decoders import PAPER_RULES, Decoder, DecoderSpec, register_decode
 from mfs_core.decoders.baselines import decode_self_consistency
 from mfs_core.decoders.esc import decode_esc
 from mfs_core.decoders.mfs import decode_mfs
+from mfs_core.decoders.params import ESCParams, MFSParams, PhiParams, SCParams, method_params
 from mfs_core.decoders.phi import PhiConfig, decode_phi
 from mfs_core.settings import MFSSettings
 from mfs_core.types import DecodeResult
@@ -49,7 +50,7 @@ def decode_phi_release(prompt: str, settings: MFSSettings, answer_key: AnswerExt
 
 def _mfs(name: str, **overrides: object) -> DecoderSpec:
     """An MFS variant: MFS with ``overrides``, voting as MFS does."""
-    return DecoderSpec(name, decode_mfs, overrides=overrides)
+    return DecoderSpec(name, decode_mfs, overrides=overrides, params=MFSParams)
 
 
 RULE_VALUES = {"foresight_window": 32, "answer_stop_alpha": 0.1, "vote_quality_beta": 5.0, "sc_round_size": 4,
@@ -65,20 +66,22 @@ _W, _ALPHA, _BETA, _ROUND = (RULE_VALUES[name] for name in ("foresight_window", 
 def _sc(name: str, **overrides: object) -> DecoderSpec:
     """A self-consistency variant at k = 16: a method placed on SC's curve at its own tokens, not a curve of its own
     (``samples=False``: ``--sc-k`` leaves it alone, its records keep ``completion_*``)."""
-    return DecoderSpec(name, decode_self_consistency, overrides={"step_beam_size": RULE_VALUES["sc_k"], **overrides},
-                       work=lambda settings: settings.step_beam_size * settings.max_answer_tokens)
+    return DecoderSpec(name, decode_self_consistency, overrides={"num_samples": RULE_VALUES["sc_k"], **overrides},
+                       params=SCParams, work=lambda settings: settings.num_samples * settings.max_answer_tokens)
 
 
 def _esc(name: str, **overrides: object) -> DecoderSpec:
     """An ESC variant: ESC (window 4, at most 16 answers) with ``overrides``."""
-    return DecoderSpec(name, decode_esc, overrides=overrides,
+    return DecoderSpec(name, decode_esc, overrides=overrides, params=ESCParams,
                        work=lambda settings: settings.esc_max_samples * settings.max_answer_tokens)
 
 
 VARIANTS: tuple[DecoderSpec, ...] = (
     DecoderSpec("sc-rollout-temperature", decode_sc_rollout_temperature, samples=True,
-                work=lambda settings: settings.step_beam_size * settings.max_answer_tokens),
-    DecoderSpec("phi-release", decode_phi_release, final="select"),
+                params=method_params("SCRolloutTemperatureParams", (*SCParams.method_fields, "rollout_temperature"),
+                                     "``sc`` sampled at ``rollout_temperature``."),
+                work=lambda settings: settings.num_samples * settings.max_answer_tokens),
+    DecoderSpec("phi-release", decode_phi_release, final="select", params=PhiParams),
     _mfs("mfs-no-stop", early_stopping=False),
     _mfs("mfs-no-prune", width_pruning=False),
     _mfs("mfs-converged-rollouts", convergence_finish="converged_rollouts"),

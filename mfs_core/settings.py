@@ -424,10 +424,10 @@ class MFSSettings(BaseSettings):
         "the path with the highest F.",
     )
 
-    # --- Baselines: ESC and DeepConf (docs/benchmarks.md, "ESC and DeepConf") ------------
-    # Settings of the decoders `esc` and `deepconf`, methods a user would run instead of MFS.
-    # The papers' counts are scaled down to this project's budgets (self-consistency's curve
-    # goes to k = 16) and answers of a few hundred tokens; each description says how.
+    # --- Baselines: SC, ESC and DeepConf (docs/benchmarks.md). The papers' counts are scaled down to this
+    # project's budgets (SC's curve goes to k = 16; answers of a few hundred tokens); each description says how.
+    num_samples: int = Field(default=8, ge=1, le=4096, description="Method `sc`: k, completions sampled and voted "
+                             "over, in [1, 4096] (samples; `mfs bench --sc-k` sets it).")
     sc_round_size: int | None = Field(default=None, ge=1, le=4096, description=_RULES["sc_round_size"])
     esc_window: int = Field(
         default=4, ge=1, le=1024,

@@ -44,7 +44,7 @@ RULE_DESCRIPTIONS: dict[str, str] = {
     ),
     "sc_round_size": (
         "Method `sc`: answers sampled per round, in [1, 4096] (answers; the last round takes what is left of k = "
-        "step_beam_size); after each round answer_stop_alpha, when set, may stop the sampling. None, the default: "
+        "num_samples); after each round answer_stop_alpha, when set, may stop the sampling. None, the default: "
         "all k in one request, as self-consistency samples them."
     ),
 }

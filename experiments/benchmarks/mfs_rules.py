@@ -10,7 +10,7 @@ criterion is fixed here, before any run.
 
 Run from the repository root (the demo held-out set's tuning questions are 0-199)::
 
-    python experiments/benchmarks/mfs_rules.py --limit 200 --out bench-results/issue35-tuning
+    python experiments/benchmarks/mfs_rules.py --limit 200 --out bench-results/rules-tuning
 
 Second tuning: the multiplicity-weighted rollout vote (pre-registered 2026-11-26, before its
 first run; :func:`tuning_verdict` implements it)

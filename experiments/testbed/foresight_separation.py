@@ -346,7 +346,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--k", type=int, default=8, help="sampled answers per question")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
-    parser.add_argument("--json", type=Path, default=Path("bench-results/issue35-foresight-separation.json"))
+    parser.add_argument("--json", type=Path, default=Path("bench-results/foresight-separation.json"))
     parser.add_argument("--from-json", type=Path, default=None, help="recompute from the samples of an earlier run")
     args = parser.parse_args(argv)
     if not 1 <= args.limit <= TUNING_QUESTIONS:

@@ -1,6 +1,6 @@
 """The GSM8K test bed of a real model, measured before any decoder table runs on it (issue 43, item 3).
 
-``python -m experiments.testbed.gsm8k_bed --temperatures 0.7,0.5 --json bench-results/issue43-bed.json`` reads
+``python -m experiments.testbed.gsm8k_bed --temperatures 0.7,0.5 --json bench-results/gsm8k-bed.json`` reads
 GSM8K test questions 0 to ``--limit - 1`` (the tuning split: at most 0-199; the script refuses
 more, so the held-out questions 200-499 of the decoder table are never decoded here) and, with
 the model (default Qwen2.5-Coder-0.5B-Instruct) on vLLM's CPU build through the library's vLLM
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--resamples", type=int, default=2000)
     parser.add_argument("--data-dir", type=Path, default=None)
-    parser.add_argument("--json", type=Path, default=Path("bench-results/issue43-bed.json"))
+    parser.add_argument("--json", type=Path, default=Path("bench-results/gsm8k-bed.json"))
     parser.add_argument("--no-decode", action="store_true", help="summarise the saved samples only")
     args = parser.parse_args(argv)
     if not 1 <= args.limit <= TUNING_QUESTIONS:

@@ -25,7 +25,7 @@ from typing import Any
 from mfs_core.bench.datasets import Dataset, Example
 from mfs_core.bench.prompts import render_example
 from mfs_core.bench.scoring import answer_key, extract_prediction, score_completions, score_text
-from mfs_core.decoders import DECODER_SPECS, DECODERS
+from mfs_core.decoders import DECODER_SPECS, DECODERS, decoder_spec
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import MFSSettings
 from mfs_core.types import DecodeResult
@@ -85,8 +85,9 @@ def parse_method(spec: str) -> BenchMethod:
     Values are read as JSON (``0.3``, ``2``, ``null``, ``true``, ``"weighted"``), else kept as text.
 
     Raises:
-        ValueError: an unknown decoder, an empty label or decoder, an override without ``=``, or a field
-            :class:`MFSSettings` does not have (one line each, naming it).
+        ValueError: an unknown decoder, an empty label or decoder, an override without ``=``, a field
+            :class:`MFSSettings` does not have, one the decoder does not take (its params) or a value out of
+            range (one line each, naming it).
     """
     parts = [part.strip() for part in spec.split(":", 2)]
     if len(parts) == 1:
@@ -113,6 +114,11 @@ def parse_method(spec: str) -> BenchMethod:
         except json.JSONDecodeError:
             value = text
         overrides.append((name.strip(), value))
+    try:
+        decoder_spec(decoder).check_params(dict(overrides))  # the decoder's own parameters, in range
+    except ValueError as exc:  # ParamNotAccepted, or a one-line ValidationError
+        msg = f"method {spec!r}: {exc}"
+        raise ValueError(msg) from None
     return BenchMethod(label=label, decoder=decoder, overrides=tuple(sorted(overrides)))
 
 
@@ -135,10 +141,11 @@ def parse_methods(spec: str | Sequence[str], lambda_sweep: Iterable[float] = ())
 
 
 def method_settings(base: MFSSettings, method: BenchMethod, sc_k: int | None = None) -> MFSSettings:
-    """``base`` with the method's overrides; self-consistency's k becomes ``step_beam_size``."""
+    """``base`` with the method's overrides; self-consistency's k (``num_samples``) is ``sc_k``, or without it
+    the method's own ``num_samples`` override, else M (``step_beam_size``: SC over as many paths as MFS keeps)."""
     overrides = dict(method.overrides)
-    if is_self_consistency(method.decoder) and sc_k is not None:
-        overrides["step_beam_size"] = sc_k
+    if is_self_consistency(method.decoder):
+        overrides["num_samples"] = sc_k if sc_k is not None else overrides.get("num_samples", base.step_beam_size)
     return base.changed(**overrides)
 
 
@@ -233,7 +240,7 @@ def _record(method: BenchMethod, example: Example, future: Future, kind: str, se
         "target": example.target, "elapsed_seconds": elapsed, "generate_seconds": generate,
     }
     if is_self_consistency(method.decoder):
-        record["sc_k"] = settings.step_beam_size
+        record["sc_k"] = settings.num_samples
     error = future.exception()
     if error is not None:
         logger.warning("%s failed on question %s: %s", method.label, example.index, error)

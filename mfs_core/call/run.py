@@ -22,6 +22,7 @@ from mfs_core.call.engines import EngineSource
 from mfs_core.call.keywords import CallKeywords, join_stops
 from mfs_core.call.prepare import CallInput, PreparedCall, prepare
 from mfs_core.call.reply import Reply
+from mfs_core.decoders import decoder_spec
 from mfs_core.engine import DecodeFuture, MFSEngine
 from mfs_core.engine.waiting import abandon, astream_events, await_results, stream_events, wait_results
 from mfs_core.events import DecodeEvent, EventCallback, StopEvent
@@ -164,15 +165,17 @@ class Caller:
         """Resolve and prepare one call: its settings, its engine (loaded on first use), its prompts.
 
         Raises:
+            ParamNotAccepted: a setting keyword the call's method does not take (:meth:`DecoderSpec.check_params`).
             pydantic.ValidationError: a setting keyword out of range.
             ValueError: the injected engine's backend settings differ from the call's; a bad input.
             TypeError / ToolsNotSupportedError / ContextWindowError: as :func:`mfs_core.call.prepare`.
         """
+        method = keywords.method or self.method
+        decoder_spec(method).check_params(keywords.settings)
         settings = keywords.settings_on(self.settings)
         engine = self.engines.get(settings)
         prepared = tuple(prepare(engine, settings, call_input, keywords))
-        return Call(engine, settings, keywords.method or self.method, prepared, join_stops(self.stop, keywords.stop),
-                    self.timeout)
+        return Call(engine, settings, method, prepared, join_stops(self.stop, keywords.stop), self.timeout)
 
     def run(self, call_input: CallInput, keywords: CallKeywords) -> list[Reply]:
         """Decode the call and wait: one :class:`Reply` per prompt (a chat call: one).

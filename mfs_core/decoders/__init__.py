@@ -2,7 +2,8 @@
 
 All share one signature, ``decoder(prompt: str, settings: MFSSettings, answer_key=None) ->
 Decoder``, and are registered by name in :data:`DECODER_SPECS`
-(:mod:`mfs_core.decoders.registry`: what each is and can do; :func:`register_decoder` adds one);
+(:mod:`mfs_core.decoders.registry`: what each is and can do; :func:`register_decoder` adds one),
+each with the parameters a call may set for it (:mod:`mfs_core.decoders.params`);
 :data:`DECODERS` maps the same names to the factories the engine runs.
 """
 
@@ -11,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from mfs_core.decoders.common import Decoder
+from mfs_core.decoders.params import COMMON_PARAMS, MethodParams, ParamNotAccepted, method_params
 from mfs_core.decoders.registry import PAPER_RULES, SPECS, DecoderFactory, DecoderSpec, register_decoder
 
 __all__ = [
-    "DECODERS", "DECODER_SPECS", "PAPER_RULES", "Decoder", "DecoderFactory", "DecoderSpec", "decoder_spec",
-    "get_decoder", "register_decoder",
+    "COMMON_PARAMS", "DECODERS", "DECODER_SPECS", "PAPER_RULES", "Decoder", "DecoderFactory", "DecoderSpec",
+    "MethodParams", "ParamNotAccepted", "decoder_spec", "get_decoder", "method_params", "register_decoder",
 ]
 
 DECODER_SPECS: Mapping[str, DecoderSpec] = SPECS

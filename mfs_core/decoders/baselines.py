@@ -61,10 +61,9 @@ def decode_self_consistency(
 ) -> Decoder:
     """Self-consistency (Wang et al., 2023): k sampled completions, majority vote.
 
-    ``k = settings.step_beam_size`` (the M paths MFS votes over; the benchmark sets it
-    with ``--sc-k``). One request, ``n = k``, sampled at ``settings.temperature`` and
-    ``settings.top_p``, seeded from ``(settings.seed, prompt)``; the answer is the majority of the
-    extracted answers, ties broken by the highest mean log-prob per token
+    ``k = settings.num_samples`` (``mfs bench --sc-k`` sets it). One request, ``n = k``, sampled at
+    ``settings.temperature`` and ``settings.top_p``, seeded from ``(settings.seed, prompt)``; the answer is
+    the majority of the extracted answers, ties broken by the highest mean log-prob per token
     (``settings.aggregation`` applies as for MFS).
 
     With ``sc_round_size`` the k samples are drawn in rounds of that many (one request each, its
@@ -76,7 +75,7 @@ def decode_self_consistency(
 
     Args:
         prompt: the rendered model prompt.
-        settings: uses ``step_beam_size`` (k), ``temperature``, ``top_p``, ``seed``,
+        settings: uses ``num_samples`` (k), ``temperature``, ``top_p``, ``seed``,
             ``max_answer_tokens``, ``end_marker``, ``aggregation``, ``sc_round_size``,
             ``answer_stop_alpha``, ``vote_quality_beta``.
         answer_key: what the vote groups paths by (default: the extracted answer).
@@ -89,7 +88,7 @@ def decode_self_consistency(
     """
     rng = decode_rng(settings, prompt)
     key = answer_key if answer_key is not None else extract_answer
-    k = settings.step_beam_size
+    k = settings.num_samples
     tally = TokenTally()
     texts: list[str] = []
     qualities: list[float] = []

@@ -22,10 +22,14 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from mfs_core.decoders.baselines import decode_cot, decode_self_consistency, with_overrides
+from mfs_core.backend_identity import BACKEND_FIELDS
 from mfs_core.decoders.common import Decoder
 from mfs_core.decoders.deepconf import decode_deepconf
 from mfs_core.decoders.esc import decode_esc
 from mfs_core.decoders.mfs import decode_mfs
+from mfs_core.decoders.params import (
+    CoTParams, DeepConfParams, ESCParams, MethodParams, MFSParams, ParamNotAccepted, PhiParams, SCParams,
+)
 from mfs_core.decoders.phi import decode_phi
 from mfs_core.settings import MFSSettings
 
@@ -45,10 +49,12 @@ class DecoderSpec:
             where the decode gives weights; an ``answer_key`` such as an action vote groups them),
             ``"select"`` (its own rule picks one completion, φ-Decoding: an ``answer_key`` may only
             read the completions' answers) or ``"text"`` (one text, greedy CoT).
-        samples: self-consistency: its k is ``step_beam_size`` (``--sc-k``), and the bench keeps
+        samples: self-consistency: its k is ``num_samples`` (``--sc-k``), and the bench keeps
             every sample's answer, so SC at every smaller k is scored from one run.
         overrides: :class:`MFSSettings` fields a variant sets over the caller's settings
             (e.g. ``mfs-no-stop``: ``early_stopping=False``); empty for a decoder of its own.
+        params: the method's parameters (:mod:`mfs_core.decoders.params`): what a call may set for it
+            (:meth:`check_params`). None: every per-call setting (a decoder that declares none).
         work: the most output tokens one decode can generate under given settings (before the
             variant's overrides; :meth:`worst_case_tokens` applies them): what ``mfs serve`` admits by.
         factory: the decoder the engine runs: ``decode`` with ``overrides`` applied and
@@ -64,6 +70,7 @@ class DecoderSpec:
     final: Literal["vote", "select", "text"] = "vote"
     samples: bool = False
     overrides: Mapping[str, Any] = field(default_factory=dict)
+    params: type[MethodParams] | None = field(default=None, compare=False)
     work: Callable[[MFSSettings], int] | None = field(default=None, repr=False, compare=False)
     factory: DecoderFactory = field(init=False, repr=False, compare=False)
 
@@ -88,6 +95,28 @@ class DecoderSpec:
         changed = settings.changed(**self.overrides)
         work = self.work if self.work is not None else search_tokens
         return int(work(changed))
+
+    def check_params(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """A call's setting keywords checked as this method's parameters (:meth:`MethodParams.check`).
+
+        Args:
+            values: setting name -> value, as the call gives them (``max_tokens`` already ``max_answer_tokens``).
+
+        Returns:
+            The values, validated.
+
+        Raises:
+            ParamNotAccepted: a name this method does not read, or a load-time (backend) setting
+                with ``params`` None (one line each).
+            pydantic.ValidationError: a value out of range (one line naming field, value and range).
+        """
+        if self.params is not None:
+            return self.params.check(values, method=self.name)
+        load_time = [name for name in values if name in BACKEND_FIELDS]
+        if load_time:
+            msg = f"method {self.name!r}: {load_time} are fixed when the model loads, not per call"
+            raise ParamNotAccepted(msg, load_time)
+        return dict(values)
 
     @property
     def votes(self) -> bool:
@@ -129,6 +158,9 @@ def register_decoder(spec: DecoderSpec, *, replace: bool = False) -> DecoderSpec
 
         from mfs_core.decoders import DecoderSpec, register_decoder
         from mfs_core.decoders.mfs import decode_mfs
+from mfs_core.decoders.params import (
+    CoTParams, DeepConfParams, ESCParams, MethodParams, MFSParams, ParamNotAccepted, PhiParams, SCParams,
+)
 
         register_decoder(DecoderSpec("mfs-no-stop", decode_mfs, overrides={"early_stopping": False}))
 
@@ -157,15 +189,15 @@ SPECS: Mapping[str, DecoderSpec] = MappingProxyType(_REGISTRY)
 """Every registered decoder by name, in registration order: a read-only, live view (:func:`register_decoder` adds)."""
 
 for _spec in (
-    DecoderSpec("mfs", decode_mfs),
-    DecoderSpec("cot", decode_cot, final="text", work=lambda settings: settings.max_answer_tokens),
-    DecoderSpec("sc", decode_self_consistency, samples=True, work=_samples("step_beam_size")),
-    DecoderSpec("esc", decode_esc, work=_samples("esc_max_samples")),  # votes over every sample
+    DecoderSpec("mfs", decode_mfs, params=MFSParams),
+    DecoderSpec("cot", decode_cot, final="text", params=CoTParams, work=lambda settings: settings.max_answer_tokens),
+    DecoderSpec("sc", decode_self_consistency, samples=True, params=SCParams, work=_samples("num_samples")),
+    DecoderSpec("esc", decode_esc, params=ESCParams, work=_samples("esc_max_samples")),  # votes over every sample
     # votes over its kept traces, weighted by their confidence
-    DecoderSpec("deepconf", decode_deepconf, work=_samples("deepconf_max_traces")),
-    DecoderSpec("phi", decode_phi, final="select"),
-    DecoderSpec("mfs-paper", decode_mfs, overrides={**PAPER_RULES, "share_foresight": False,
-                                                    "reuse_rollouts": False}),
+    DecoderSpec("deepconf", decode_deepconf, params=DeepConfParams, work=_samples("deepconf_max_traces")),
+    DecoderSpec("phi", decode_phi, final="select", params=PhiParams),
+    DecoderSpec("mfs-paper", decode_mfs, params=MFSParams,
+                overrides={**PAPER_RULES, "share_foresight": False, "reuse_rollouts": False}),
 ):
     register_decoder(_spec)
 del _spec

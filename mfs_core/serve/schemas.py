@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from mfs_core.call import chat_message, settings_from_fields
-from mfs_core.decoders import get_decoder
+from mfs_core.decoders import ParamNotAccepted, decoder_spec
 from mfs_core.errors import MFSError, format_validation_error, one_line, unknown_name_message
 from mfs_core.settings import BACKEND_FIELDS as SETTINGS_BACKEND_FIELDS
 from mfs_core.settings import MFSSettings
@@ -232,8 +232,20 @@ def _settings(base: MFSSettings, common: _Common, extras: dict[str, Any], max_co
                            param="model", kind="not_found_error")
     if common.n > max_n:
         raise RequestError(400, f"n={common.n} is more than this server allows; allowed: 1 <= n <= {max_n}", param="n")
+    method = extras.get("method", "mfs")
+    try:
+        spec = decoder_spec(method)
+    except (ValueError, TypeError) as exc:
+        raise RequestError(400, str(exc), param="method") from None
     values = {name: value for name, value in extras.items() if name in OVERRIDE_FIELDS}
     _check_extra_types(values)
+    try:
+        spec.check_params(values)  # the method's own parameters; ranges are checked with the settings below
+    except ParamNotAccepted as exc:
+        raise RequestError(400, str(exc), param=exc.names[0]) from None
+    except ValidationError as exc:
+        first = exc.errors()[0].get("loc", ())
+        raise RequestError(400, str(exc), param=str(first[0]) if first else None) from None
     for name in ("seed", "temperature", "top_p"):
         if getattr(common, name) is not None:
             values[name] = getattr(common, name)
@@ -257,11 +269,6 @@ def _settings(base: MFSSettings, common: _Common, extras: dict[str, Any], max_co
         raise RequestError(400, message, param=param) from None
     except ValueError as exc:
         raise RequestError(400, str(exc)) from None
-    method = extras.get("method", "mfs")
-    try:
-        get_decoder(method)
-    except (ValueError, TypeError) as exc:
-        raise RequestError(400, str(exc), param="method") from None
     trace = extras.get("return_trace", False)
     if not isinstance(trace, bool):
         raise RequestError(400, f"return_trace must be true or false, got {trace!r}", param="return_trace")

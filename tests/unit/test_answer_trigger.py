@@ -45,7 +45,7 @@ def test_off_by_default_and_no_request_when_every_path_answers():
     answered = ScriptedBackend(lambda r: [continuation("The answer is: \\boxed{5}.", stop_reason=END)] * r.n)
     settings = MFSSettings(prompt_format="raw", answer_trigger=TRIGGER)
     result = MFSEngine(answered, settings).decode(["Q:"], method="sc")[0]
-    assert result.completion_triggered == [False] * settings.step_beam_size and answered.num_calls == 1
+    assert result.completion_triggered == [False] * settings.num_samples and answered.num_calls == 1
 
 
 def test_mfs_searches_the_same_with_the_trigger_and_only_asks_the_silent_paths():

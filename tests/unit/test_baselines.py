@@ -46,7 +46,7 @@ def test_self_consistency_votes_over_k_samples() -> None:
     texts = [("The answer is: \\boxed{7}.", -0.9), ("The answer is: \\boxed{8}.", -0.1), ("The answer is: \\boxed{7}.", -0.5),
              ("no answer here", -0.2), ("The answer is: \\boxed{9}.", -0.3)]
     backend = ScriptedBackend([[continuation(t, mean_logprob=q, stop_reason=END) for t, q in texts]])
-    result = MFSEngine(backend, MFSSettings(step_beam_size=5, temperature=0.6, top_p=0.9)).decode_prompts(["Q"], method="sc")[0]
+    result = MFSEngine(backend, MFSSettings(num_samples=5, temperature=0.6, top_p=0.9)).decode_prompts(["Q"], method="sc")[0]
     (request,) = backend.requests
     assert (request.n, request.temperature, request.top_p, request.greedy) == (5, 0.6, 0.9, False)
     assert request.seed is not None
@@ -66,7 +66,7 @@ def test_self_consistency_breaks_ties_by_quality_and_seeds_from_settings() -> No
     seeds = []
     for seed in (5, 5, 6):
         backend = ScriptedBackend(script)
-        result = MFSEngine(backend, MFSSettings(step_beam_size=2, seed=seed)).decode_prompts(["Q"], method="sc")[0]
+        result = MFSEngine(backend, MFSSettings(num_samples=2, seed=seed)).decode_prompts(["Q"], method="sc")[0]
         assert result.answer == "4"
         seeds.append(backend.requests[0].seed)
     assert seeds[0] == seeds[1] != seeds[2]

@@ -88,8 +88,13 @@ def test_a_bench_method_is_a_name_or_a_labelled_decoder_with_settings_changed() 
     wide = parse_method("mfs-m8:mfs:step_beam_size=8;num_rollouts=8")
     assert wide == BenchMethod("mfs-m8", "mfs", (("num_rollouts", 8), ("step_beam_size", 8)))
     assert method_settings(SETTINGS, wide).step_beam_size == 8 and method_settings(SETTINGS, wide).num_rollouts == 8
-    assert parse_method("sc-t:sc:temperature=0.5;rollout_temperature=null").overrides == (
-        ("rollout_temperature", None), ("temperature", 0.5))
+    assert parse_method("sc-t:sc:temperature=0.5;sc_round_size=null").overrides == (
+        ("sc_round_size", None), ("temperature", 0.5))
+    with pytest.raises(ValueError, match=r"^method 'w:sc:num_rollouts=4': method 'sc' does not take 'num_rollouts'; "
+                                         r"its parameters: num_samples, sc_round_size, "):
+        parse_method("w:sc:num_rollouts=4")
+    with pytest.raises(ValueError, match=r"^method 'w:sc:num_samples=0': num_samples=0: .*1 <= num_samples <= 4096$"):
+        parse_method("w:sc:num_samples=0")
     with pytest.raises(ValueError, match=r"^unknown method 'mfz' in 'w:mfz'; known: \["):
         parse_method("w:mfz")
     with pytest.raises(ValueError, match=r"^method 'w:mfs:beam=8': 'beam' is not a setting \(MFSSettings field\)$"):
@@ -119,7 +124,7 @@ def test_unknown_names_and_keys_a_selecting_decoder_cannot_vote_by_are_refused()
 
 def test_the_bench_sets_k_only_for_self_consistency() -> None:
     base = MFSSettings(step_beam_size=4)
-    assert method_settings(base, BenchMethod(label="sc", decoder="sc"), 16).step_beam_size == 16
+    assert method_settings(base, BenchMethod(label="sc", decoder="sc"), 16).num_samples == 16
     assert method_settings(base, BenchMethod(label="esc", decoder="esc"), 16).step_beam_size == 4
 
 

@@ -82,7 +82,7 @@ def test_each_window_has_its_own_seed_from_the_decode_generator() -> None:
         config.temperature, config.top_p, config.max_answer_tokens, (END,), 0)
     # the first window draws the seed self-consistency draws: the same first samples on any backend
     sc = ScriptedBackend([window(*"1211")])
-    drive(get_decoder("sc")(PROMPT, config.model_copy(update={"step_beam_size": 4})), sc)
+    drive(get_decoder("sc")(PROMPT, config.model_copy(update={"num_samples": 4})), sc)
     assert sc.requests[0].seed == backend.requests[0].seed
 
 

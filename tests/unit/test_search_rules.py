@@ -173,20 +173,20 @@ def decode(method, backend, **fields):
 
 def test_sc_in_rounds_stops_once_an_answer_is_certified():
     backend = answering([[("7", -0.2)]] * 3)
-    result = decode("sc", backend, step_beam_size=6, sc_round_size=2, answer_stop_alpha=0.6)
+    result = decode("sc", backend, num_samples=6, sc_round_size=2, answer_stop_alpha=0.6)
     # 2 answers: E(1, 0) = 3/2; 4 answers: E(3, 0) = 15/4 >= 3.33: stop before the third round
     assert [r.n for call in backend.calls for r in call] == [2, 2]
     assert (result.stop_reason, len(result.completions), result.answer) == ("answer_certified", 4, "7")
     plain_backend = answering([[("7", -0.2)]])
-    plain = decode("sc", plain_backend, step_beam_size=6)
+    plain = decode("sc", plain_backend, num_samples=6)
     assert plain.stop_reason == "sampled" and [r.n for r in plain_backend.requests] == [6]
     assert backend.requests[0].seed == plain_backend.requests[0].seed  # the first round draws the one-request seed
 
 
 def test_sc_quality_weighted_vote_can_elect_a_minority_answer():
     pairs = [[("7", -0.5), ("7", -0.5), ("8", -0.1)]]
-    assert decode("sc", answering(pairs), step_beam_size=3).answer == "7"
-    weighted = decode("sc", answering(pairs), step_beam_size=3, vote_quality_beta=10.0)
+    assert decode("sc", answering(pairs), num_samples=3).answer == "7"
+    weighted = decode("sc", answering(pairs), num_samples=3, vote_quality_beta=10.0)
     # 7: 2 · exp(10 · -0.4) = 0.037; 8: 1
     assert weighted.completion_weights == pytest.approx([math.exp(-4.0), math.exp(-4.0), 1.0])
     assert (weighted.answer, weighted.vote_share) == ("8", pytest.approx(1 / (1 + 2 * math.exp(-4.0))))

@@ -27,11 +27,11 @@ SMALL = {"step_beam_size": 2, "num_rollouts": 2, "max_steps": 2, "max_step_token
 
 
 def test_worst_case_tokens_by_hand() -> None:
-    settings = MFSSettings(**SMALL)
+    settings = MFSSettings(**SMALL, num_samples=3)
     # MFS: max_steps · M · N · (max_step_tokens + foresight_rollouts · max_answer_tokens) + M · max_answer_tokens
     assert decoder_spec("mfs").worst_case_tokens(settings) == 2 * 2 * 2 * (8 + 1 * 16) + 2 * 16 == 224
     assert decoder_spec("cot").worst_case_tokens(settings) == 16
-    assert decoder_spec("sc").worst_case_tokens(settings) == 2 * 16  # k = step_beam_size samples
+    assert decoder_spec("sc").worst_case_tokens(settings) == 3 * 16  # k = num_samples samples
     assert decoder_spec("esc").worst_case_tokens(settings) == settings.esc_max_samples * 16
     assert decoder_spec("deepconf").worst_case_tokens(settings) == settings.deepconf_max_traces * 16
     # a variant's overrides count: mfs-min-paths changes nothing the bound reads, mfs-paper neither

@@ -37,10 +37,21 @@ def test_openai_fields_map_to_the_settings_the_adapters_use() -> None:
 
 
 def test_extra_fields_set_the_search_and_the_trace() -> None:
-    call = chat({"messages": USER, "step_beam_size": 2, "num_rollouts": 3, "method": "cot", "return_trace": True,
+    call = chat({"messages": USER, "step_beam_size": 2, "num_rollouts": 3, "method": "phi", "return_trace": True,
                  "max_tokens": 50})
     assert (call.settings.step_beam_size, call.settings.num_rollouts, call.settings.max_answer_tokens) == (2, 3, 50)
-    assert call.method == "cot" and call.return_trace is True
+    assert call.method == "phi" and call.return_trace is True
+    assert chat({"messages": USER, "method": "sc", "num_samples": 3, "temperature": 0.5}).settings.num_samples == 3
+
+
+def test_a_parameter_the_method_does_not_take_is_a_400_naming_it() -> None:
+    with pytest.raises(RequestError, match=r"^method 'cot' does not take 'num_rollouts', 'step_beam_size'; its "
+                                           r"parameters: none, and the common ones \(seed, temperature, ") as caught:
+        chat({"messages": USER, "step_beam_size": 2, "num_rollouts": 3, "method": "cot"})
+    assert (caught.value.status, caught.value.param) == (400, "num_rollouts")
+    with pytest.raises(RequestError, match=r"^num_samples=0: .*allowed: 1 <= num_samples <= 4096$") as caught:
+        chat({"messages": USER, "method": "sc", "num_samples": 0})
+    assert caught.value.param == "num_samples"
 
 
 def test_messages_tools_and_response_format_become_the_neutral_forms() -> None:

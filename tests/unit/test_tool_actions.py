@@ -125,7 +125,7 @@ def test_the_engine_passes_the_action_key_and_refuses_decoders_without_one() -> 
 def test_self_consistency_votes_over_actions() -> None:
     texts = [call("mul", '{"a": 2, "b": 5}'), call("mul", '{"b": 5, "a": 2}'), call("add", "{}"), "The answer is 10.", call("mul", "{")]
     backend = ScriptedBackend(lambda r: [continuation(t, mean_logprob=-0.1 * (i + 1)) for i, t in enumerate(texts)])
-    engine = MFSEngine(backend, MFSSettings(step_beam_size=5))
+    engine = MFSEngine(backend, MFSSettings(num_samples=5))
     [result] = engine.decode_prompts(["Q"], method="sc", answer_key=ActionVote("hermes", TOOLS))
     assert result.completion_answers[3] == "10" and result.completion_answers[4] is None
     assert result.answer == 'call [{"arguments":{"a":2,"b":5},"name":"mul"}]'
