@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # docs/backends.md's install command for vLLM's CPU build, run in a fresh venv: it must end with
 # `import vllm` working and the vllm backend importable (run by .ci/run; about 2-3 minutes).
-# tests/unit/test_install_commands.py checks that the docs show this same command.
+# tests/unit/package/test_install_commands.py checks that the docs show this same command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=$(mktemp -d)/venv

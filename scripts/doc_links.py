@@ -7,7 +7,7 @@ Usage (from the repository root)::
 Links are Markdown's inline links and images (``[text](path#anchor)``, ``![alt](path)``) and reference
 definitions (``[name]: path#anchor``; every ``[text][name]`` must have one), outside fenced code
 blocks; ``http(s)://`` and ``mailto:`` targets are not followed. An anchor is checked against the
-target page's headings as GitHub names them (:func:`github_slug`). ``tests/unit/test_doc_links.py``
+target page's headings as GitHub names them (:func:`github_slug`). ``tests/unit/package/test_doc_links.py``
 runs the check.
 """
 

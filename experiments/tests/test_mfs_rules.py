@@ -20,7 +20,7 @@ from mfs_core.martingale import effective_counts, lead_probability
 import experiments.variants  # noqa: F401  (the variants by name)
 from tests.scripted import ScriptedBackend, continuation
 from tests.trace_invariants import assert_trace
-from tests.unit.test_mfs_decoder import END, ROLLOUTS, STEP_STOP, STEPS, scripted_model
+from tests.unit.decoders.test_mfs_decoder import END, ROLLOUTS, STEP_STOP, STEPS, scripted_model
 
 AGREEING = {prompt: ("The answer is: \\boxed{1}.", lp) for prompt, (_, lp) in ROLLOUTS.items()}
 BASE = dict(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=2, seed=0,

@@ -3,7 +3,7 @@
 Skipped (``requires_tool_model``) until the bundled demo model's chat template renders tools;
 they run by themselves once the tool-calling demo model is merged. Each test prints its
 transcript (``pytest -s`` shows it). The same loops run on a scripted model in
-tests/unit/test_langchain_tool_calling.py and tests/unit/test_llamaindex_tool_calling.py.
+tests/unit/adapters/test_langchain_tool_calling.py and tests/unit/adapters/test_llamaindex_tool_calling.py.
 """
 
 from __future__ import annotations

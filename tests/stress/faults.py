@@ -1,6 +1,6 @@
 """Fault injection around a scripted backend, for the reliability tests.
 
-:class:`FaultyBackend` wraps the synthetic model of ``tests/unit/test_engine.py`` (whose
+:class:`FaultyBackend` wraps the synthetic model of ``tests/unit/engine/test_engine.py`` (whose
 outputs depend only on the request, so a decode's result does not depend on what else is
 in its batch) and lets a test break chosen ``generate`` calls or chosen requests: raise,
 answer too few results or continuations, report NaN or infinite log-probs, hang, or kill

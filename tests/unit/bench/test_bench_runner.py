@@ -17,7 +17,7 @@ from mfs_core.settings import MFSSettings
 from mfs_core.types import GenerationRequest
 from tests.scripted import ScriptedBackend, continuation
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 END = "<end_of_reasoning>"
 
 

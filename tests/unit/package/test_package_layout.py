@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 LIBRARY = ("mfs_core", "langchain_mfs", "llamaindex_mfs")
 TESTBED_SCRIPTS = ("problems", "problems_v2", "formats", "train", "train_v2", "evaluate", "evaluate_formats", "slip_probe")
 DEMO_RUNTIME_FILES = {

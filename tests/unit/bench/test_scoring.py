@@ -24,7 +24,7 @@ from mfs_core.bench.scoring import (
 )
 from experiments.testbed.problems import generate_problems
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "data"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "data"
 FULL = Path(os.environ.get("MFS_DATA_DIR", "/work/shared/data"))
 SOURCES = [pytest.param(FIXTURES, id="fixture")]
 if (FULL / "gsm_test.json").is_file():

@@ -12,7 +12,7 @@ from mfs_core.bench.requirements import missing_bench_dependencies
 from mfs_core.cli import app
 from mfs_core.engine import MFSEngine
 
-FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "demo_heldout.json"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "demo_heldout.json"
 
 
 def _without(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:

@@ -14,8 +14,8 @@ from mfs_core.martingale import width_prune
 from mfs_core.trace_html import render_trace_html
 from mfs_core.trace_plot import plot_deficits, step_deficits
 from mfs_core.types import Candidate, DecodeResult, StepTrace
-from tests.unit.test_engine import SETTINGS
-from tests.unit.test_langchain_streaming import synthetic_model
+from tests.unit.engine.test_engine import SETTINGS
+from tests.unit.adapters.test_langchain_streaming import synthetic_model
 
 
 def searched() -> DecodeResult:

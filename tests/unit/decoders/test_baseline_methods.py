@@ -19,7 +19,7 @@ from mfs_core.types import GenerationRequest
 from tests.scripted import ScriptedBackend, continuation
 
 END = "<end_of_reasoning>"
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 SETTINGS = MFSSettings(esc_window=2, esc_max_samples=4, deepconf_warmup=2, deepconf_max_traces=4, deepconf_window=2)
 
 

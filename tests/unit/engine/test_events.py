@@ -12,7 +12,7 @@ from mfs_core.events import StepEvent, StopEvent, committed_prefix, step_summary
 from mfs_core.streaming import ReasoningText
 from mfs_core.types import Candidate, DecodeResult, StepTrace
 from tests.scripted import ScriptedBackend
-from tests.unit.test_engine import QUESTIONS, SETTINGS, _comparable, synthetic_model
+from tests.unit.engine.test_engine import QUESTIONS, SETTINGS, _comparable, synthetic_model
 
 
 def test_listeners_change_neither_the_backend_calls_nor_the_results():

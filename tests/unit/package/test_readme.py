@@ -1,9 +1,9 @@
 """README for a newcomer: short, its examples checked, its results table the generated one.
 
-The examples' outputs are compared by tests/integration/test_doc_outputs.py, the two commands by
-tests/unit/test_install_commands.py, the links by tests/unit/test_doc_links.py and the results table
-(generated from kept records) by experiments/tests/test_results.py; here: the page's length and
-sections, and the `mfs serve` command it shows (the one the examples run against).
+The examples' outputs are compared by tests/integration/test_doc_outputs.py, the two commands
+by tests/unit/package/test_install_commands.py, the links by tests/unit/package/test_doc_links.py
+and the results table (generated from kept records) by experiments/tests/test_results.py; here:
+the page's length and sections, and the `mfs serve` command it shows (the one the examples run against).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from scripts.doc_outputs import SERVE_ARGS, SERVE_ENV
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 

@@ -16,7 +16,7 @@ from mfs_core.engine import MFSEngine
 from mfs_core.settings import MFSSettings
 from mfs_core.types import GenerationRequest
 from tests.scripted import ScriptedBackend
-from tests.unit.test_bench_runner import _demo_set, _script
+from tests.unit.bench.test_bench_runner import _demo_set, _script
 
 
 def test_a_set_stop_drains_the_questions_in_flight_and_a_rerun_resumes(tmp_path: Path) -> None:

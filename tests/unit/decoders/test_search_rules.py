@@ -18,7 +18,7 @@ from mfs_core.decoders import PAPER_RULES
 from mfs_core.decoders.mfs_foresight import joined_rollout
 from tests.scripted import ScriptedBackend, continuation
 from tests.trace_invariants import assert_trace
-from tests.unit.test_mfs_decoder import END, ROLLOUTS, STEP_STOP, STEPS, scripted_model
+from tests.unit.decoders.test_mfs_decoder import END, ROLLOUTS, STEP_STOP, STEPS, scripted_model
 
 BASE = dict(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=2, seed=0,
             **PAPER_RULES)

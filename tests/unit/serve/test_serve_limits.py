@@ -143,7 +143,7 @@ def test_past_request_timeout_the_client_gets_a_504_and_the_work_is_given_back(c
 def test_the_work_numbers_in_docs_serve_md_are_the_codes() -> None:
     from pathlib import Path
 
-    text = " ".join((Path(__file__).resolve().parents[2] / "docs" / "serve.md").read_text(encoding="utf-8").split())
+    text = " ".join((Path(__file__).resolve().parents[3] / "docs" / "serve.md").read_text(encoding="utf-8").split())
     demo = MFSSettings(step_beam_size=2, num_rollouts=2, max_steps=3)  # the page's demo command
     one = decoder_spec("mfs").worst_case_tokens(demo)
     config = ServerSettings()

@@ -15,7 +15,7 @@ from mfs_core.events import StepEvent, StopEvent
 from mfs_core.streaming import ReasoningText
 from tests.scripted import ScriptedBackend, continuation
 from tests.scripted import END, _unit
-from tests.unit.test_engine import SETTINGS
+from tests.unit.engine.test_engine import SETTINGS
 
 QUESTION = "question 3: how many?"
 
