@@ -146,7 +146,7 @@ def run(engine: Any, questions: Sequence[ToolQuestion], settings: Any,
 
     plan = plan_call(engine.backend, settings, tools=TOOLS, tool_choice=tool_choice)
     prompts = [render_chat(engine, settings, plan, [{"role": "user", "content": q.question}]) for q in questions]
-    single = settings.changed(step_beam_size=1)
+    single = settings.changed(num_samples=1)
     # the same constraints, the plain answer vote (no request: the vote reads the extracted answer)
     answer_vote = ActionVote(plan.vote.parser, None, opening=plan.vote.opening,
                              triggered_choice=plan.vote.triggered_choice, action_grammar=plan.vote.action_grammar)

@@ -87,14 +87,18 @@ class DecoderSpec:
         """The most output tokens (sampled tokens, every rollout and completion counted) one decode of this
         decoder can generate under ``settings`` with the variant's overrides applied.
 
-        An upper bound, not an estimate: a search stopped early generates less. MFS and φ
+        An upper bound, not an estimate: a search stopped early generates less. Without ``work``, a
+        ``samples`` decoder's bound is ``num_samples · max_answer_tokens``, any other's MFS and φ's
         (:func:`search_tokens`): per step, M·N candidates of at most ``max_step_tokens`` and their
         foresight rollouts of at most ``max_answer_tokens``, then M completions; the voting
         baselines: their most samples times ``max_answer_tokens``.
         """
         changed = settings.changed(**self.overrides)
-        work = self.work if self.work is not None else search_tokens
-        return int(work(changed))
+        if self.work is not None:
+            return int(self.work(changed))
+        if self.samples:  # self-consistency: k = num_samples answers
+            return changed.num_samples * changed.max_answer_tokens
+        return search_tokens(changed)
 
     def check_params(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """A call's setting keywords checked as this method's parameters (:meth:`MethodParams.check`).

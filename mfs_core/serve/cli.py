@@ -16,7 +16,7 @@ import typer
 __all__ = [
     "HostOption", "MaxBodyBytesOption", "MaxMessagesOption", "PortOption", "QueueSizeOption", "ServedModelNameOption",
     "ServerApiKeyOption", "ShutdownTimeoutOption", "LimitMaxStepsOption", "LimitMaxTokensOption",
-    "LimitNumRolloutsOption", "LimitStepBeamSizeOption", "FairShareTokensOption", "RequestTimeoutOption", "WorkBudgetOption", "server_settings",
+    "LimitNumRolloutsOption", "LimitNumSamplesOption", "LimitStepBeamSizeOption", "FairShareTokensOption", "RequestTimeoutOption", "WorkBudgetOption", "server_settings",
     "OnBackendDeathOption", "ReloadAttemptsOption", "ReloadBackoffOption",
 ]
 
@@ -56,6 +56,10 @@ ShutdownTimeoutOption = Annotated[
 LimitStepBeamSizeOption = Annotated[
     Optional[int], typer.Option(help="Largest step_beam_size a request may ask for (the server's own always passes).",
                                 show_default="MFS_SERVER_LIMIT_STEP_BEAM_SIZE, else 4")
+]
+LimitNumSamplesOption = Annotated[
+    Optional[int], typer.Option(help="Largest num_samples (SC's k) a request may ask for (the server's own always passes).",
+                                show_default="MFS_SERVER_LIMIT_NUM_SAMPLES, else 16")
 ]
 LimitNumRolloutsOption = Annotated[
     Optional[int], typer.Option(help="Largest num_rollouts a request may ask for (the server's own always passes).",

@@ -56,6 +56,11 @@ class ServerSettings(BaseSettings):
         default=4, ge=1, le=1024,
         description="Largest num_rollouts (N) a request may ask for (the server's own setting is always allowed).",
     )
+    limit_num_samples: int = Field(
+        default=16, ge=1, le=4096,
+        description="Largest num_samples (self-consistency's k) a request may ask for (the server's own setting is "
+        "always allowed); 16, esc_max_samples' default, keeps SC's worst case under one MFS step's.",
+    )
     limit_max_steps: int = Field(
         default=8, ge=1, le=256,
         description="Largest max_steps a request may ask for (the server's own setting is always allowed).",

@@ -2,8 +2,8 @@
 
 Two guards, both set by the operator (:class:`~mfs_core.serve.config.ServerSettings`):
 
-* **per request**: the largest ``step_beam_size``, ``num_rollouts``, ``max_steps`` and
-  ``max_tokens`` a request may set (the server's own settings always pass), and ``max_n``;
+* **per request**: the largest ``step_beam_size``, ``num_rollouts``, ``num_samples``, ``max_steps``
+  and ``max_tokens`` a request may set (the server's own settings always pass), and ``max_n``;
   a request above one gets a 400 that names the limit (:func:`check_request`);
 * **in total**: admission by work, not by count (:class:`Admission`): each decode counts its
   worst-case output tokens (:meth:`~mfs_core.decoders.DecoderSpec.worst_case_tokens`), and a
@@ -27,7 +27,8 @@ from mfs_core.settings import MFSSettings
 __all__ = ["Admission", "RequestLimits", "check_request", "request_work"]
 
 _LIMITED = (("step_beam_size", "limit_step_beam_size"), ("num_rollouts", "limit_num_rollouts"),
-            ("max_steps", "limit_max_steps"), ("max_answer_tokens", "limit_max_tokens"))
+            ("num_samples", "limit_num_samples"), ("max_steps", "limit_max_steps"),
+            ("max_answer_tokens", "limit_max_tokens"))
 """Each limited setting and the :class:`ServerSettings` field (and ``--flag``) that limits it."""
 
 

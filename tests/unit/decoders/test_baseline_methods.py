@@ -74,10 +74,10 @@ def test_serve_bodies_take_both_methods() -> None:
     pytest.importorskip("starlette", reason="the serve extra is not installed")
     from mfs_core.serve.schemas import parse_chat
 
-    for method in ("esc", "deepconf"):
-        call = parse_chat({"messages": [{"role": "user", "content": "2 + 3 = ?"}], "method": method, "esc_window": 3},
+    for method, field in (("esc", "esc_window"), ("deepconf", "deepconf_window")):
+        call = parse_chat({"messages": [{"role": "user", "content": "2 + 3 = ?"}], "method": method, field: 3},
                           SETTINGS, served="mfs-demo", max_n=8, max_messages=4)
-        assert call.method == method and call.settings.esc_window == 3
+        assert call.method == method and getattr(call.settings, field) == 3
 
 
 def test_mfs_ask_checks_the_method_and_prints_its_settings() -> None:

@@ -55,7 +55,8 @@ def _call(**settings: int) -> ServeCall:
 
 def test_a_request_over_a_limit_is_refused_naming_it_and_the_servers_own_setting_passes() -> None:
     limits = RequestLimits.from_config(ServerSettings(limit_max_steps=4), MFSSettings(**{**SMALL, "max_steps": 6}))
-    assert limits.maxima == {"step_beam_size": 4, "num_rollouts": 4, "max_steps": 6, "max_answer_tokens": 1024}
+    assert limits.maxima == {"step_beam_size": 4, "num_rollouts": 4, "num_samples": 16, "max_steps": 6,
+                             "max_answer_tokens": 1024}
     check_request(_call(max_steps=6, step_beam_size=4), limits)  # the server's own max_steps, M at the limit
     with pytest.raises(RequestError) as caught:
         check_request(_call(step_beam_size=5), limits)
@@ -65,6 +66,9 @@ def test_a_request_over_a_limit_is_refused_naming_it_and_the_servers_own_setting
     with pytest.raises(RequestError, match=r"^max_tokens=2000 is more than this server allows; allowed: 1 <= "
                        r"max_tokens <= 1024 \(the operator's --limit-max-tokens\)$"):
         check_request(_call(max_answer_tokens=2000), limits)
+    with pytest.raises(RequestError, match=r"^num_samples=17 is more than this server allows; allowed: 1 <= "
+                       r"num_samples <= 16 \(the operator's --limit-num-samples\)$"):
+        check_request(_call(num_samples=17), limits)
 
 
 def test_admission_counts_work_not_requests() -> None:
