@@ -110,16 +110,15 @@ class DecoderSpec:
             The values, validated.
 
         Raises:
-            ParamNotAccepted: a name this method does not read, or a load-time (backend) setting
-                with ``params`` None (one line each).
+            ParamNotAccepted: a load-time (backend) setting, or a name this method does not read (one line).
             pydantic.ValidationError: a value out of range (one line naming field, value and range).
         """
+        load_time = sorted(name for name in values if name in BACKEND_FIELDS)
+        if load_time:
+            msg = f"{', '.join(load_time)}: fixed when the model loads, not per call; build the model or engine with it"
+            raise ParamNotAccepted(msg, load_time)
         if self.params is not None:
             return self.params.check(values, method=self.name)
-        load_time = [name for name in values if name in BACKEND_FIELDS]
-        if load_time:
-            msg = f"method {self.name!r}: {load_time} are fixed when the model loads, not per call"
-            raise ParamNotAccepted(msg, load_time)
         return dict(values)
 
     @property

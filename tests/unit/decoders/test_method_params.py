@@ -61,7 +61,7 @@ def test_each_method_takes_its_own_fields_with_the_settings_ranges_and_defaults(
 def test_a_decoder_without_params_takes_any_per_call_setting_but_no_load_time_one() -> None:
     spec = DecoderSpec("sc-own", decode_self_consistency, samples=True)
     assert spec.check_params({"num_rollouts": 3}) == {"num_rollouts": 3}
-    with pytest.raises(ParamNotAccepted, match=r"^method 'sc-own': \['model'\] are fixed when the model loads"):
+    with pytest.raises(ParamNotAccepted, match=r"^model: fixed when the model loads, not per call; build the "):
         spec.check_params({"model": "x"})
 
 
