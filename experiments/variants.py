@@ -57,7 +57,7 @@ RULE_VALUES = {"foresight_window": 32, "answer_stop_alpha": 0.1, "vote_quality_b
                "sc_k": 16}
 """The one value each of the rules aimed at MFS's measured failures is tried at, fixed before any run: W = 32 tokens (the longest window
 the GSM8K test bed measured, as ``deepconf_window``); α = 0.1 (one answer drawn 8 times in a row certifies it);
-β = 5 per nat per token (the ``exp(5F)`` the issue tried over kept SC samples); SC in rounds of 4 (ESC's window)
+β = 5 per nat per token (the ``exp(5F)`` tried before over kept SC samples); SC in rounds of 4 (ESC's window)
 up to k = 16 (the top of the bench's SC curve)."""
 _W, _ALPHA, _BETA, _ROUND = (RULE_VALUES[name] for name in ("foresight_window", "answer_stop_alpha",
                                                             "vote_quality_beta", "sc_round_size"))

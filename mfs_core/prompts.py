@@ -27,8 +27,8 @@ def assistant_prefix(settings: MFSSettings, model_name: str) -> str:
     φ-Decoding release's ``"The reasoning steps are:\\n\\n"``, for the demo model
     (:data:`~mfs_core.settings.DEMO_MODEL`, trained with it, tool calls included), and ``""``
     for every other model: a chat model opens its own answer, and the release's prefix, written
-    after the generation prompt, turned Qwen2.5-Coder-0.5B's tool calls into prose (issue 43,
-    item 7) and cost it GSM8K questions (docs/real_models.md, "The assistant prefix").
+    after the generation prompt, turned Qwen2.5-Coder-0.5B's tool calls into prose
+    and cost it GSM8K questions (docs/real_models.md, "The assistant prefix").
 
     Args:
         settings: gives ``assistant_prefix``.

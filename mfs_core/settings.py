@@ -414,7 +414,7 @@ class MFSSettings(BaseSettings):
         default=0.5, gt=0.0, le=10.0,
         description="Ablation (decoder variants `mfs-same-temperature`, `mfs-paper`, `mfs-shared`, `mfs-reuse-only`, "
         "`mfs-share-reuse` set None). Sampling temperature of MFS's foresight rollouts and final completions, in "
-        "(0, 10]; the candidate steps keep 'temperature'. 0.5 since issue 35 (chosen on tuning questions, then "
+        "(0, 10]; the candidate steps keep 'temperature'. 0.5 (chosen on tuning questions, then "
         "measured once on a held-out set: docs/benchmarks.md, 'Cooler rollouts'); None: 'temperature', the paper's "
         "search (the release samples them at the backend default 1.0 and its steps at its configured temperature).",
     )

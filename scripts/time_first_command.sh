@@ -1,6 +1,6 @@
 #!/bin/bash
 # Times README's first command (set-up + mfs ask) on a fresh clone of this checkout, in a fresh venv,
-# with an empty pip cache (issue 36 item 6). Usage: bash scripts/time_first_command.sh  (prints rc= and seconds=)
+# with an empty pip cache. Usage: bash scripts/time_first_command.sh  (prints rc= and seconds=)
 set -u
 rm -rf /tmp/fresh && mkdir -p /tmp/fresh
 git clone -q "$(git rev-parse --show-toplevel)" /tmp/fresh/mfs

@@ -1,6 +1,6 @@
 """Whether the bundled demo model can call tools: the ``requires_tool_model`` skip condition.
 
-The tool-calling demo model (issue 10) has a chat template that renders ``tools``; the first
+The tool-calling demo model (v2 and later) has a chat template that renders ``tools``; the first
 demo model's does not. The condition renders a conversation with and without a tool through
 the bundled checkpoint's tokenizer (no weights loaded) and compares the two prompts
 (:func:`mfs_core.tools.renders_tools`' test), so tests and documentation examples marked with

@@ -1,4 +1,4 @@
-"""Fair sharing (issue 44 item 2): an ordinary decode's latency alone and beside the largest
+"""Fair sharing: an ordinary decode's latency alone and beside the largest
 request ``mfs serve``'s default limits allow, per scheduler; and how soon an abandoned decode
 stops generating.
 
@@ -10,7 +10,7 @@ transformers backend, every live decode in every call; ``lockstep-fair``, the sa
 fair share, ``--fair-share-tokens``, default ``ServerSettings``'s; ``continuous`` on vLLM
 in-process), per repeat: the ordinary decode alone,
 then started one second after the maximal request, its wall seconds; the factor is beside ÷
-alone (the issue's target: at most 3). Then the abandon latency: a maximal decode abandoned
+alone (the target: at most 3). Then the abandon latency: a maximal decode abandoned
 mid-round; seconds from ``abandon()`` until the backend call that held it returned (lockstep:
 the round, whose rows of the abandoned decode end within a token step) or until vLLM runs none of
 its requests (continuous: the scheduler cancels the call, vLLM aborts the requests).

@@ -1,4 +1,4 @@
-"""Tune the search rules of issue 35 on tuning questions, against self-consistency's curve.
+"""Tune the added search rules on tuning questions, against self-consistency's curve.
 
 Each variant is MFS with some of the new rules switched on (``MFSSettings`` fields:
 ``convergence_min_paths``, ``vote_rollouts``, ``answer_stop_confidence``), run side by side with
@@ -22,7 +22,7 @@ the weighted rollout vote (``vote_rollouts="weighted"``: each shared foresight r
 counts with the number of the step's sampled candidates whose path it stands for) the rule is
 fixed here, before any run:
 
-* Candidates: the default ``mfs`` (the vote over the kept beams, issue 24's search),
+* Candidates: the default ``mfs`` (the vote over the kept beams, one foresight estimate per distinct path),
   ``mfs-weighted-vote`` (``vote_rollouts="weighted"``) and ``mfs-weighted-answer-stop``
   (``vote_rollouts="weighted"``, ``answer_stop_confidence=0.95``; the stop's Beta posterior reads
   the weighted counts scaled to Kish's effective sample size).
@@ -89,7 +89,7 @@ import experiments.variants  # noqa: F401  (registers the research variants by n
 
 NEW_RULES_OFF = {"convergence_min_paths": 1, "vote_rollouts": False, "answer_stop_confidence": None}
 VARIANTS: dict[str, dict[str, object]] = {
-    "mfs-shared": {},  # issue 24's default: one foresight estimate per distinct path, no new rule
+    "mfs-shared": {},  # the default: one foresight estimate per distinct path, no new rule
     "mfs+min-paths": {"convergence_min_paths": 2},
     "mfs+vote-rollouts": {"vote_rollouts": True},
     "mfs+min-paths+vote-rollouts": {"convergence_min_paths": 2, "vote_rollouts": True},

@@ -1,6 +1,6 @@
-"""What 64 samples of one long prompt cost against one sample, transformers backend (issue 45 item 6).
+"""What 64 samples of one long prompt cost against one sample, transformers backend.
 
-One prompt of ``--prompt-tokens`` tokens (1,449: the issue's), 2 new tokens per sample, seed 0:
+One prompt of ``--prompt-tokens`` tokens (default 1,449, the prompt first measured), 2 new tokens per sample, seed 0:
 the CPU seconds (``time.process_time``; run with ``OMP_NUM_THREADS=1`` on a shared machine) of one
 ``generate`` with ``n=1`` and with ``n=64``, best of ``--repeats``, and their ratio. The cache is
 written once with room to grow (:mod:`mfs_core.backends.hf_headroom`) and the prompt's prefill is

@@ -1,4 +1,4 @@
-"""Qwen2.5-Coder-0.5B-Instruct on CPU: convert time, output tokens/s, greedy GSM8K (issue 38, item 2).
+"""Qwen2.5-Coder-0.5B-Instruct on CPU: convert time, output tokens/s, greedy GSM8K.
 
 * ``convert``: joining the six parts (with the SHA-256 check) and converting the GGUF file to
   the float32 safetensors folder, in a fresh temporary cache (seconds).
@@ -13,13 +13,13 @@
   GSM8K and ARC-C; on the demo held-out problems Qwen's math system prompt above, since the demo
   set has none) on the first ``--questions`` questions of each of ``--datasets``, through
   :func:`mfs_core.bench.runner.run_bench` with one engine (records under ``--runs-dir``, resumable),
-  and the task whose greedy accuracy is nearest 50% (issue 38, item 5).
+  and the task whose greedy accuracy is nearest 50%.
 * ``mfs``: one GSM8K question decoded by MFS at M = N = 2 and M = N = 4: wall seconds, output
   tokens, and vLLM's prefix-cache hit rate over the decode (``--backend vllm`` only; vLLM's
   ``prefix_cache_hits`` / ``prefix_cache_queries`` counters, in tokens).
 * ``batch``: the first ``--batch-questions`` GSM8K questions decoded by MFS together (``mfs bench``'s
   ``mfs`` through :func:`~mfs_core.bench.runner.run_bench`, all in flight at once, M = N =
-  ``--batch-width``), under the engine's ``--scheduling`` (issue 43: lockstep against continuous):
+  ``--batch-width``), under the engine's ``--scheduling`` (lockstep against continuous):
   wall seconds, seconds per question, output tokens, the prefix-cache hit rate and each answer.
 * ``--compare A.json B.json``: no decoding; how many greedy GSM8K answers (the ``greedy`` part's
   records) and texts two runs share, and each run's accuracy (bfloat16 against float32).

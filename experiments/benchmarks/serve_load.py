@@ -1,6 +1,6 @@
 """Load on ``mfs serve``: the lockstep engine against continuous batching, Poisson arrivals, on loopback.
 
-Issue 37, item 3. For each design (``--designs``: ``lockstep``, ``continuous``; the engine's
+For each design (``--designs``: ``lockstep``, ``continuous``; the engine's
 ``scheduling`` setting) the script starts ``mfs serve --backend vllm --scheduling DESIGN`` on
 127.0.0.1 (a free port; bounded wait for ``/health``; stopped by its PID at the end), sends one
 warm-up request that is not counted, then, for each rate of ``--rates``, ``--requests``

@@ -1,6 +1,6 @@
 """RAG on a model that copies: how often SmolLM2-135M-Instruct answers with the retrieved fact.
 
-Issue 28, item 3. Twenty-two short documents, each one invented fact ("The lighthouse of
+Twenty-two short documents, each one invented fact ("The lighthouse of
 Varnholm was painted green in 1911."), and one question per fact whose answer is a word or
 number found only in its document. Three pipelines answer every question, each with the
 framework's default prompts:

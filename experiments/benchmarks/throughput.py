@@ -1,4 +1,4 @@
-"""How much of the backend's raw batched throughput an MFS search keeps (issue 14).
+"""How much of the backend's raw batched throughput an MFS search keeps.
 
 One run prints one table: for each prompt (no few-shot prefix, and a few-shot prefix of
 ``--prefix-tokens`` tokens) and each path of the transformers backend, "before"

@@ -12,10 +12,10 @@ numbers they gave are in ``mfs_core/demo/MODEL_CARD.md``.
 * ``evaluate_formats.py``: greedy RAG answers and tool calls on generated conversations;
 * ``slip_probe.py``: does the model's check line flag an injected slip?
 * ``foresight_separation.py``: AUROC of candidate foresight qualities (mean/sum log-prob,
-  DeepConf's lowest group and tail confidence) for right vs wrong sampled answers (issue 35);
+  DeepConf's lowest group and tail confidence) for right vs wrong sampled answers;
 * ``gsm8k_bed.py``: a real model's GSM8K test bed on the tuning questions 0-199 (greedy with and
   without the assistant prefix, SC curves at two temperatures, first-step diversity, AUROC of F
-  and of DeepConf's lowest group confidence; issue 43);
+  and of DeepConf's lowest group confidence);
 
 The library never imports this package; ``tests/`` does.
 """

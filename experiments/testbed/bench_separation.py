@@ -1,6 +1,6 @@
 """How well the foresight quality F separates right from wrong answers in an ``mfs bench`` run.
 
-A test-bed statistic (issue 35's rule: measured before any decoder is judged on the bed), read
+A test-bed statistic (by rule measured before any decoder is judged on the bed), read
 from the records of a finished ``mfs bench`` run that includes ``sc``: every self-consistency
 sample carries its extracted answer (``sample_predictions``) and its quality
 (``sample_qualities``: F of the completion, its mean token log-prob in nats, MFS_SPEC.md eq. 7),

@@ -30,7 +30,7 @@ the whole run's too).
 
 Everything runs through :class:`~mfs_core.backends.transformers.TransformersBackend`'s
 batched ``generate``; no MFS or other search decoder is run. The numbers are properties
-of the model, measured before any decoder sees it (issue 10, item 1).
+of the model, measured before any decoder sees it.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ prints, with Wilson intervals:
 Runs through :class:`~mfs_core.backends.transformers.TransformersBackend`'s batched greedy
 ``generate``; prompts are rendered as the model is trained
 (:func:`testbed.train_v2.render_prompt`). No search decoder is run: these are
-properties of the model (issue 10, items 2-3). The conversations are drawn from the
+properties of the model. The conversations are drawn from the
 training generators, so they are in the training distribution (not a held-out set).
 """
 

@@ -1,7 +1,7 @@
-"""How well candidate foresight qualities F separate right from wrong sampled answers (issue 35).
+"""How well candidate foresight qualities F separate right from wrong sampled answers.
 
 ``python -m experiments.testbed.foresight_separation [--limit 200] [--json PATH]`` samples, for each of the
-first ``--limit`` demo held-out questions (``mfs_core/demo/heldout.json``; issue 35's tuning
+first ``--limit`` demo held-out questions (``mfs_core/demo/heldout.json``; the tuning
 questions are 0-199, and this script refuses to go past them), ``k = 8`` complete answers at the
 decoders' temperature (0.7, top-p 1, at most 512 tokens, stopped at the end marker, each
 question seeded as :func:`~mfs_core.decoders.baselines.decode_self_consistency` seeds it, with
@@ -39,8 +39,8 @@ log-prob, as the ``sc`` decoder), the share of questions whose 8 first steps hol
 and, per candidate, the accuracy of DeepConf's offline filter: the majority vote over the 4 of
 the 8 answers with the highest F (ties to the highest F).
 
-Rule fixed before the first run (2026-11-26), for issue 35's third direction
------------------------------------------------------------------------------
+Rule fixed before the first run (2026-11-26), for a foresight quality other than the mean log-prob
+--------------------------------------------------------------------------------------------------
 
 A candidate F *separates clearly better* than ``mean_logprob`` iff its mean within-question
 AUROC is at least 0.03 higher AND the 95% paired bootstrap interval of that difference (2,000
@@ -79,7 +79,7 @@ TOP_K = 20
 """Top log-probs per token for DeepConf's token confidence (vLLM's default ``max_logprobs``)."""
 
 TUNING_QUESTIONS = 200
-"""Issue 35's tuning split: demo held-out questions 0-199; the script never reads past it."""
+"""The tuning split: demo held-out questions 0-199; the script never reads past it."""
 
 WINDOWS = (8, 16, 32)
 TAILS = (16, 32)
@@ -350,7 +350,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--from-json", type=Path, default=None, help="recompute from the samples of an earlier run")
     args = parser.parse_args(argv)
     if not 1 <= args.limit <= TUNING_QUESTIONS:
-        parser.error(f"--limit must be in 1..{TUNING_QUESTIONS} (issue 35's tuning questions), got {args.limit}")
+        parser.error(f"--limit must be in 1..{TUNING_QUESTIONS} (the tuning questions), got {args.limit}")
     if args.k < 2:
         parser.error(f"--k must be >= 2, got {args.k}")
     start = time.perf_counter()

@@ -1,6 +1,6 @@
-"""Fresh held-out sets for the v3 demo model (issue 35), each made once and shipped beside
+"""Fresh held-out sets for the v3 demo model, each made once and shipped beside
 ``heldout.json``: ``mfs_core/demo/heldout_fresh.json`` (seed 20261126, dataset ``demo-fresh``;
-measured once, after issue 35's defaults were fixed) and ``mfs_core/demo/heldout_fresh2.json``
+measured once, after the first tuning fixed the defaults) and ``mfs_core/demo/heldout_fresh2.json``
 (seed 20261127, dataset ``demo-fresh2``; for the measurement after the second tuning, no decoder
 run on it before).
 

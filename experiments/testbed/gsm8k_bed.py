@@ -1,4 +1,4 @@
-"""The GSM8K test bed of a real model, measured before any decoder table runs on it (issue 43, item 3).
+"""The GSM8K test bed of a real model, measured before any decoder table runs on it.
 
 ``python -m experiments.testbed.gsm8k_bed --temperatures 0.7,0.5 --json bench-results/gsm8k-bed.json`` reads
 GSM8K test questions 0 to ``--limit - 1`` (the tuning split: at most 0-199; the script refuses
@@ -8,8 +8,8 @@ backend (the library's CPU defaults: dtype and KV block), in ``mfs bench``'s pro
 φ-Decoding release's GSM8K system prompt in the model's chat template, then the assistant
 prefix, :func:`mfs_core.bench.prompts.render_example`):
 
-* **greedy** answers, once with each ``--prefixes`` entry as ``assistant_prefix`` (issue 43,
-  item 7: the release's ``"The reasoning steps are:\\n\\n"`` against none, on a chat model);
+* **greedy** answers, once with each ``--prefixes`` entry as ``assistant_prefix`` (the
+  release's ``"The reasoning steps are:\\n\\n"`` against none, on a chat model);
 * **k samples per question at each temperature** (``--k``, default 16; top-p 1; at most
   ``--max-tokens`` tokens, stopped at the end marker), seeded per question exactly as the ``sc``
   decoder seeds its one ``n = k`` request (:func:`~mfs_core.decoders.common.decode_rng`), with
@@ -47,7 +47,7 @@ __all__ = ["MODEL", "PREFIXES", "TUNING_QUESTIONS", "main", "sc_curve", "summari
 
 MODEL = "qwen2.5-coder-0.5b-instruct"
 TUNING_QUESTIONS = 200
-"""GSM8K test questions 0-199 are issue 43's tuning split; the decoder table runs on 200-499."""
+"""GSM8K test questions 0-199 are the tuning split; the decoder table runs on 200-499."""
 
 PREFIXES = {"release": "The reasoning steps are:\n\n", "none": ""}
 """The assistant prefixes greedy decoding is measured with (``--prefixes``)."""
@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--no-decode", action="store_true", help="summarise the saved samples only")
     args = parser.parse_args(argv)
     if not 1 <= args.limit <= TUNING_QUESTIONS:
-        parser.error(f"--limit must be in 1..{TUNING_QUESTIONS} (issue 43's tuning questions), got {args.limit}")
+        parser.error(f"--limit must be in 1..{TUNING_QUESTIONS} (the tuning questions), got {args.limit}")
     args.temperatures = [float(t) for t in args.temperatures.split(",") if t]
     args.prefixes = [p for p in args.prefixes.split(",") if p]
     unknown = [p for p in args.prefixes if p not in PREFIXES]

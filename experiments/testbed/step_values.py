@@ -1,6 +1,6 @@
-"""Why MFS stops deliberating when it does: its step values, step by step, on tuning questions (issue 43).
+"""Why MFS stops deliberating when it does: its step values, step by step, on tuning questions.
 
-``python -m experiments.testbed.step_values --dataset gsm8k --limit 16 --json bench-results/qwen43/step-values.json``
+``python -m experiments.testbed.step_values --dataset gsm8k --limit 16 --json bench-results/qwen/step-values.json``
 decodes the first ``--limit`` questions of the tuning split (GSM8K test 0-199, demo held-out 0-199:
 the script refuses more, so no held-out question is decoded) with ``mfs`` at the bench's settings
 (``M = N = 4``, seed 0, the rest from ``MFSSettings``' environment: model, backend, scheduling,
@@ -40,7 +40,7 @@ from typing import Any
 __all__ = ["TUNING_QUESTIONS", "condense", "main", "persistence", "step_table"]
 
 TUNING_QUESTIONS = 200
-"""GSM8K test 0-199 (issue 43) and demo held-out 0-199 (issue 35) are the tuning questions."""
+"""GSM8K test 0-199 and demo held-out 0-199 are the tuning questions."""
 
 
 MIN_ADVANTAGE_VARIANCE = 1e-8

@@ -1,4 +1,4 @@
-"""The settings that are ablations are grouped and documented as such (issue 36 item 2).
+"""The settings that are ablations are grouped and documented as such.
 
 :data:`mfs_core.settings.ABLATION_FIELDS` names the switches for measuring the search. Each is
 an :class:`MFSSettings` field whose description starts ``"Ablation ("`` and names the decoder

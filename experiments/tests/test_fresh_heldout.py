@@ -1,6 +1,6 @@
 """The fresh held-out sets of the v3 demo model ship, load by name and overlap no earlier set.
 
-``demo-fresh`` (``heldout_fresh.json``, seed 20261126) was measured once for issue 35;
+``demo-fresh`` (``heldout_fresh.json``, seed 20261126) was measured once, after the first tuning;
 ``demo-fresh2`` (``heldout_fresh2.json``, seed 20261127) is kept for the measurement after the
 second tuning. Each is what ``experiments/testbed/fresh_heldout.py`` regenerates from its seed, and none of
 its questions is in the v1, v2 or v3 held-out sets or in the other fresh set.

@@ -1,4 +1,4 @@
-"""The arithmetic of ``testbed.gsm8k_bed`` (issue 43's GSM8K test bed) on hand-made samples."""
+"""The arithmetic of ``testbed.gsm8k_bed`` (a real model's GSM8K test bed) on hand-made samples."""
 
 import json
 

@@ -1,4 +1,5 @@
-"""The search rules of issue 35 against a scripted backend, with hand-computed numbers.
+"""The added search rules (``vote_rollouts``, ``answer_stop_confidence``, ``convergence_min_paths``) against a
+scripted backend, with hand-computed numbers.
 
 The scenario of ``test_mfs_decoder.py`` (raw prompt "Q:", M = 2, N = 2, λ1 = 0.4): at t = 0 the
 survivors a and b get rollouts answering 1 (F = -0.2) and 2 (F = -0.4); at t = 1 the survivors a2

@@ -3,7 +3,7 @@
 transformers' ``DynamicLayer.update`` appends each new token with ``torch.cat``, which copies the
 whole cache: with 64 rows sampled from one 1,449-token prompt (SmolLM2-135M, float32: 67 MB of
 keys and values per row) each token step copied 4.3 GB, 41-44% of the call's time in ``aten::cat``
-(``experiments/benchmarks/prefill_sharing.py --profile``, issue 45 item 6). :class:`HeadroomLayer` keeps keys and values in buffers with
+(``experiments/benchmarks/prefill_sharing.py --profile``). :class:`HeadroomLayer` keeps keys and values in buffers with
 room for the tokens still to come and writes each step in place, handing attention a view of the
 filled part (``[batch, heads, length, head_dim]``, last dimension contiguous), so the cache is
 materialised once, when the prefill's rows are laid out (:func:`headroom_cache`).

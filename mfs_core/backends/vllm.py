@@ -112,7 +112,7 @@ CPU_BLOCK_SIZE = 32
 
 vLLM's CPU platform defaults to 128-token blocks (``vllm/platforms/cpu.py``) and its prefix cache
 reuses whole blocks only, so the part of a question plus a path that does not fill a block is
-prefilled again in every MFS round. Measured on Qwen2.5-Coder-0.5B (issue 43, docs/real_models.md,
+prefilled again in every MFS round. Measured on Qwen2.5-Coder-0.5B (docs/real_models.md,
 "bfloat16 and the KV block on CPU"): MFS rounds' prefix-cache hit rate and wall time at 32 against 128."""
 
 _BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
@@ -190,7 +190,7 @@ def engine_kwargs(settings: MFSSettings, *, cpu: bool = False, cpu_bfloat16: boo
 
     * ``dtype="auto"`` is sent as ``"bfloat16"`` where the CPU computes it natively
       (:func:`cpu_has_bfloat16`: AVX512-BF16 or AMX), else as ``"float32"`` (the transformers
-      backend's CPU rule). Measured on Qwen2.5-Coder-0.5B (issue 43, docs/real_models.md): bfloat16
+      backend's CPU rule). Measured on Qwen2.5-Coder-0.5B (docs/real_models.md): bfloat16
       decodes faster at 1 and 32 rows at the same greedy GSM8K accuracy; its texts are not the
       float32 texts token for token, so a comparison with the transformers backend sets
       ``dtype="float32"`` (as the vLLM tests do).

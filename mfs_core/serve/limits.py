@@ -1,4 +1,4 @@
-"""What one request may ask for and how much work the server admits at once (issue 44, item 1).
+"""What one request may ask for and how much work the server admits at once.
 
 Two guards, both set by the operator (:class:`~mfs_core.serve.config.ServerSettings`):
 

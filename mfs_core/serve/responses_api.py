@@ -1,4 +1,4 @@
-"""``POST /v1/responses``: the OpenAI Responses API in front of the same search (issue 44 item 5).
+"""``POST /v1/responses``: the OpenAI Responses API in front of the same search.
 
 LangChain's ``ChatOpenAI`` drops chat-completions reasoning fields (langchain #35059) but reads
 reasoning items of the Responses API (``use_responses_api=True``), as does the ``openai``

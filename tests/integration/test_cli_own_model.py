@@ -1,4 +1,4 @@
-"""``mfs ask`` on a newcomer's own model: server URLs, tokenizer and key flags, one-line errors (issue 27)."""
+"""``mfs ask`` on a newcomer's own model: server URLs, tokenizer and key flags, one-line errors."""
 
 from __future__ import annotations
 

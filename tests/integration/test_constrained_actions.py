@@ -1,4 +1,4 @@
-"""Grammar-constrained actions on the demo model, transformers backend (issue 26).
+"""Grammar-constrained actions on the demo model, transformers backend.
 
 Every forced call and every structured output must parse and validate against its JSON
 schema (50 of each, counted); the log-probs reported under the grammar are the model's raw

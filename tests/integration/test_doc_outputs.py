@@ -44,7 +44,7 @@ def test_the_pages_keep_their_examples() -> None:
     for block in BLOCKS:
         per_page.setdefault(block.path.relative_to(ROOT).as_posix(), []).append(block)
     assert len(per_page["docs/langchain.md"]) >= 10 and len(per_page["docs/llamaindex.md"]) >= 10
-    # README: a LangChain, a LlamaIndex and an `mfs serve` example (issue 45 item 8); README's former
+    # README: a LangChain, a LlamaIndex and an `mfs serve` example; README's former
     # `mfs ask` output and Python example live in docs/install.md and docs/engine.md
     readme = per_page["README.md"]
     assert [(b.lang, "serve" in b.flags) for b in readme] == [("python", False), ("python", False), ("python", True)]

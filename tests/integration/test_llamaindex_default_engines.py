@@ -1,4 +1,4 @@
-"""LlamaIndex's default RAG engines answered by the demo model (issue 10, item 2).
+"""LlamaIndex's default RAG engines answered by the demo model.
 
 ``VectorStoreIndex(...).as_query_engine()`` and ``.as_chat_engine()`` with their defaults
 (compact response mode with the chat text-QA and refine templates; the condense-plus-context
@@ -51,7 +51,7 @@ def _index():
 
 
 def test_the_default_engines_run_and_put_the_retrieved_facts_in_the_prompt() -> None:
-    """The mechanics of item 2: the 2,048-token window leaves room for the chunks (the first
+    """The mechanics of RAG: the 2,048-token window leaves room for the chunks (the first
     demo model's 512 raised ``Chunk size -357 is not positive``), the facts are retrieved first
     and reach the model's messages, and an answer comes back."""
     from llama_index.core.chat_engine import CondensePlusContextChatEngine

@@ -314,7 +314,7 @@ def test_deepconf_and_esc_over_http(completion_server: CompletionServer, warm_ba
 
 
 def test_a_cancelled_request_is_cut_off_in_flight(completion_server: CompletionServer, demo_backend: TransformersBackend) -> None:
-    """Issue 44 item 2: the POST of an abandoned decode's request is cancelled within a poll, the
+    """The POST of an abandoned decode's request is cancelled within a poll, the
     connection closed (what makes ``vllm serve`` abort it), while the round's other POSTs run on."""
     completion_server.inject(Fault(delay=60.0))  # the first POST is held until its client leaves
     prompt = demo_backend.apply_chat_template([{"role": "user", "content": QUESTION}])

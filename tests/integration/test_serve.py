@@ -407,7 +407,7 @@ sampling and 400-token rollouts; without them the demo model's search ends in 0.
 
 
 def test_sigterm_drains_refuses_new_requests_and_ends_every_open_one_with_an_error() -> None:
-    """Issue 44 item 4: SIGTERM with two long decodes in flight (about 2 s each alone) and ``--shutdown-timeout 1``
+    """SIGTERM with two long decodes in flight (about 2 s each alone) and ``--shutdown-timeout 1``
     (at 0 the abandoned decodes now stop within a token step, the drain ends at once and the listener closes
     before the test's own new request; an open request that finishes within the timeout is the test above): new requests get 503 while the listener is still open, each open request ends with an OpenAI error
     (non-streamed: a 503 body; streamed: an error event and ``[DONE]``), and the process exits within a few

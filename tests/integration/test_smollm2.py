@@ -68,7 +68,7 @@ def test_mfs_decodes_with_it_and_a_seed_repeats_the_decode(smollm2: Transformers
     assert (first.text, first.output_tokens, first.completions) == (again.text, again.output_tokens, again.completions)
 
 
-# --- a real model's formats (issue: real models, item 2) -------------------------------------------
+# --- a real model's formats: the answer its completions state -------------------------------------------
 ARC_QUESTION = 0  # "An astronomer observes that a planet rotates faster ...", gold C
 TRIGGER = "\nThe answer is:"
 

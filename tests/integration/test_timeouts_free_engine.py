@@ -2,8 +2,8 @@
 
 The backend takes :data:`ROUND_SECONDS` per ``generate`` call and a decode needs
 :data:`ROUNDS` rounds (no convergence stop), so a decode runs about 6 s while each call
-waits :data:`TIMEOUT` s. Before issue 27 every timed-out call left its decode in the
-engine: three attempts of ``with_retry`` left three decodes running (``queued == 3``).
+waits :data:`TIMEOUT` s. A timed-out call that did not cancel its decode would leave it in the
+engine: three attempts of ``with_retry`` would leave three decodes running (``queued == 3``).
 """
 
 from __future__ import annotations

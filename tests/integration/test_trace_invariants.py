@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow  # 48 decodes: a minute or two on 2 busy CPU cores
 SETTINGS = {
     # The bench's CPU search (M = N = 4) with the library's defaults (one estimate per distinct path).
     "paper": {"step_beam_size": 4, "num_rollouts": 4},
-    # The paper's rollout per survivor, and sharing with the parent's rollout reused (issue 24).
+    # The paper's rollout per survivor, and sharing with the parent's rollout reused.
     "per_survivor": {"step_beam_size": 3, "num_rollouts": 3, "share_foresight": False},
     "share_reuse": {"step_beam_size": 4, "num_rollouts": 4, "reuse_rollouts": True},
     # The release's variants, the old convergence finish, no finished candidates while open.

@@ -1,4 +1,4 @@
-"""The transformers backend's own calls raise no deprecation warning (issue 27).
+"""The transformers backend's own calls raise no deprecation warning.
 
 transformers 5.2x deprecates the ``past_key_values`` keyword and output attribute (for
 ``cache``, removed in 5.40) with a ``FutureWarning`` and a logged warning; the backend passes

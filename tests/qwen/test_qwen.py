@@ -113,7 +113,7 @@ async def test_a_llamaindex_function_agent_calls_a_tool_and_gets_its_result_back
 @pytest.mark.parametrize("method", ["cot", "mfs"])
 def test_bound_tools_with_the_default_prefix_give_a_tool_call(qwen_engine: Any, model_prompts: list[str],
                                                                method: str) -> None:
-    """Issue 43, item 7, as a new user writes it: ``bind_tools([multiply]).invoke(...)`` with the default
+    """A tool call as a new user writes it: ``bind_tools([multiply]).invoke(...)`` with the default
     settings (the search cut to M = N = 2 and one short step on 2 CPU cores). With the φ release's
     prefix after Qwen's tool template this model answered in prose ("1. The multiply tool is called
     with ..."); with the default (no prefix for a model other than the demo) it calls the tool."""

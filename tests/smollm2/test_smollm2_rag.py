@@ -1,4 +1,4 @@
-"""RAG on SmolLM2-135M-Instruct (issue 28, item 3): the mechanics, not an accuracy level.
+"""RAG on SmolLM2-135M-Instruct: the mechanics, not an accuracy level.
 
 LlamaIndex's ``as_query_engine()`` and ``as_chat_engine()`` with their default prompts over
 ``MFSLLM``, and a LangChain ``retriever | prompt | ChatMFS | StrOutputParser`` chain, built by

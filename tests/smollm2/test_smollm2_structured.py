@@ -1,4 +1,4 @@
-"""Structured output through a JSON schema on SmolLM2-135M-Instruct (issues 28 and 26).
+"""Structured output through a JSON schema on SmolLM2-135M-Instruct, under the schema's grammar.
 
 Its template does not render tools, so ``with_structured_output``'s default
 ``"function_calling"`` raises ``ToolsNotSupportedError`` (tested in

@@ -1,4 +1,4 @@
-"""Tools on SmolLM2-135M-Instruct (issue 28, item 3): its template does not render them.
+"""Tools on SmolLM2-135M-Instruct: its template does not render them.
 
 SmolLM2's ChatML template writes only each message's role and content, so
 ``apply_chat_template(..., tools=[...])`` renders the same prompt as without tools and

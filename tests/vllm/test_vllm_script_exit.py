@@ -1,5 +1,5 @@
 """A script that builds ``ChatMFS`` on vLLM, invokes it and ends without closing anything exits
-(issue 45, item 3): the model's engines are closed at interpreter exit (``weakref.finalize`` in
+cleanly: the model's engines are closed at interpreter exit (``weakref.finalize`` in
 :class:`mfs_core.call.EngineSource`), so vLLM's engine-core process stops with it."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """An engine handed to an adapter is used for calls with its backend settings, and refused
-otherwise with one line naming the differing fields: never a second model load (issue 36)."""
+otherwise with one line naming the differing fields: never a second model load."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The transformers backend's KV cache layer with room to grow (issue 45 item 6): the same keys and
+"""The transformers backend's KV cache layer with room to grow: the same keys and
 values as ``DynamicLayer``'s ``torch.cat``, written in place; the 64-sample prefill benchmark is
 ``experiments/benchmarks/prefill_sharing.py``."""
 

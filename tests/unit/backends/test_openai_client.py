@@ -393,7 +393,7 @@ def test_chat_shaped_top_logprobs_and_missing_ones() -> None:
 
 
 def test_one_watcher_cancels_only_the_posts_whose_cancel_event_is_set() -> None:
-    """The call's cancel watcher (issue 44's cut-off): within a few polls it cancels the in-flight
+    """The call's cancel watcher (the cut-off of an abandoned decode): within a few polls it cancels the in-flight
     POST whose request's event is set, leaves the other POST and a request without an event alone."""
     import asyncio
     import threading

@@ -1,4 +1,4 @@
-"""Requests that share a prompt prefix are sent together (issue 14): ``_hf.prefix_order``."""
+"""Requests that share a prompt prefix are sent together: ``_hf.prefix_order``."""
 
 from __future__ import annotations
 

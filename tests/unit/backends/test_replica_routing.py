@@ -1,4 +1,4 @@
-"""Replica routing of the HTTP backend (issue 44 item 6): prefix blocks, affinity, the load bound, spread.
+"""Replica routing of the HTTP backend: prefix blocks, affinity, the load bound, spread.
 
 Hand-computed placements; the two-replica prefill measurement is ``experiments/benchmarks/replica_affinity.py``.
 """

@@ -1,4 +1,4 @@
-"""Each setting is declared once: the adapters' fields are MFSSettings' own (issue 36).
+"""Each setting is declared once: the adapters' fields are MFSSettings' own.
 
 The LangChain and LlamaIndex classes derive every settings field from :class:`MFSSettings`
 (:func:`mfs_core.call.settings_fields`); these tests compare names, types, defaults and

@@ -1,4 +1,4 @@
-"""One call path (issue 45 item 2): LangChain, LlamaIndex and ``mfs serve`` prepare a call with
+"""One call path: LangChain, LlamaIndex and ``mfs serve`` prepare a call with
 :func:`~mfs_core.call.prepare_call` / :func:`~mfs_core.call.prepare_prompts` and finish
 it with :meth:`~mfs_core.call.PreparedCall.finish`, so the same call sends the model the same
 prompt and gives back the same call, whichever way it came in. A scripted model, no weights.

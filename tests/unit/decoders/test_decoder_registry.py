@@ -129,7 +129,7 @@ def test_the_bench_sets_k_only_for_self_consistency() -> None:
 
 
 def test_settings_change_one_way_validated_and_without_reading_the_environment(monkeypatch) -> None:
-    """``MFSSettings.changed`` (issue 45 item 2): what the engine, the variants and the bench change settings
+    """``MFSSettings.changed``: what the engine, the variants and the bench change settings
     with; pydantic-settings' sources (environment, ``.env``) are never consulted, ranges still are."""
     base = MFSSettings(step_beam_size=2)
 

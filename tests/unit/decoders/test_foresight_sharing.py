@@ -1,4 +1,4 @@
-"""One foresight estimate per distinct step, and the parent's rollout reused (issue 24).
+"""One foresight estimate per distinct step, and the parent's rollout reused.
 
 Scenario (raw prompt "Q:", M = 2, N = 2, no width pruning, top-k selection, two steps;
 ``reuse_rollouts=True`` where the test says so):
@@ -46,7 +46,8 @@ ROLLOUTS = {
 
 def paper_settings(**fields: object) -> MFSSettings:
     """Settings under the paper's rules (MFS_SPEC.md steps 1-9): these tests pin its vote over the
-    kept beams and its convergence stop; the rules of issue 35 are tested in test_mfs_rules.py."""
+    kept beams and its convergence stop; the added rules are tested in
+    experiments/tests/test_mfs_rules.py."""
     return MFSSettings(**{**PAPER_RULES, **fields})
 
 

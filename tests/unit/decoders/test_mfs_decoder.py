@@ -42,7 +42,8 @@ ROLLOUTS = {
 
 def paper_settings(**fields: object) -> MFSSettings:
     """Settings under the paper's rules (MFS_SPEC.md steps 1-9): these tests pin its vote over the
-    kept beams and its convergence stop; the rules of issue 35 are tested in test_mfs_rules.py."""
+    kept beams and its convergence stop; the added rules are tested in
+    experiments/tests/test_mfs_rules.py."""
     return MFSSettings(**{**PAPER_RULES, **fields})
 
 

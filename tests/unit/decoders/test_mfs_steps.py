@@ -1,4 +1,4 @@
-"""The steps of one MFS decoding run, each alone, with hand-computed numbers (issue 36 item 3).
+"""The steps of one MFS decoding run, each alone, with hand-computed numbers.
 
 ``decode_mfs`` (mfs_core/decoders/mfs.py) is the loop over these functions; its behaviour as a
 whole is pinned by test_mfs_decoder.py, test_foresight_sharing.py and test_mfs_rules.py.

@@ -1,4 +1,4 @@
-"""An abandoned decode stops generating within one backend call (issue 44 item 2): the lockstep
+"""An abandoned decode stops generating within one backend call: the lockstep
 scheduler puts the decode's stop event on its requests and the transformers backend ends their
 rows between two tokens, while the other requests of the same call run on. The demo model on CPU.
 """

@@ -1,4 +1,4 @@
-"""The engine schedules (issue 36 item 4): sync and async entry points agree, a shared backend
+"""The engine schedules: sync and async entry points agree, a shared backend
 closes with its last engine, and answer keys shape requests through mfs_core.engine.requests."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The lockstep scheduler's fair share (issue 44 item 2): least attained service with a capped head start.
+"""The lockstep scheduler's fair share: least attained service with a capped head start.
 
 Decodes here are plain generators of request rounds on a scripted backend that answers every
 request with ``max_tokens`` tokens, so each decode's attained service after each call is known by

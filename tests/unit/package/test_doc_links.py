@@ -15,14 +15,14 @@ def test_every_relative_link_of_the_pages_resolves() -> None:
 
 
 def test_the_slugs_are_githubs() -> None:
-    assert github_slug("ESC and DeepConf on `demo-fresh2` (issue 43, item 5, measured 2026-11-26)") == (
-        "esc-and-deepconf-on-demo-fresh2-issue-43-item-5-measured-2026-11-26"
+    assert github_slug("ESC and DeepConf on `demo-fresh2` (200 questions, measured 2026-11-26)") == (
+        "esc-and-deepconf-on-demo-fresh2-200-questions-measured-2026-11-26"
     )
-    assert github_slug("Measured on a real model: Qwen2.5-Coder-0.5B-Instruct on ARC-Challenge (issue 38)") == (
-        "measured-on-a-real-model-qwen25-coder-05b-instruct-on-arc-challenge-issue-38"
+    assert github_slug("Measured on a real model: Qwen2.5-Coder-0.5B-Instruct on ARC-Challenge (greedy)") == (
+        "measured-on-a-real-model-qwen25-coder-05b-instruct-on-arc-challenge-greedy"
     )
-    assert github_slug("On the v3 demo model: MFS that spends less than φ (issue 24)") == (
-        "on-the-v3-demo-model-mfs-that-spends-less-than-φ-issue-24"
+    assert github_slug("On the v3 demo model: MFS that spends less than φ (on 2 cores)") == (
+        "on-the-v3-demo-model-mfs-that-spends-less-than-φ-on-2-cores"
     )
     text = "# A\n\n```bash\n# not a heading\n```\n\n## B\n\n### A\n"
     assert [slug for _, slug, _ in headings(text)] == ["a", "b", "a-1"]

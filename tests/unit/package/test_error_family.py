@@ -1,4 +1,4 @@
-"""Every exception the library defines derives from :class:`mfs_core.MFSError` (issue 45, item 7),
+"""Every exception the library defines derives from :class:`mfs_core.MFSError`,
 and keeps the built-in base it had, so ``except ValueError`` in users' code still catches it."""
 
 from __future__ import annotations

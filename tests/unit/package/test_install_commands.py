@@ -29,7 +29,7 @@ def test_readme_test_command_is_what_ci_runs() -> None:
 
 
 def test_readme_first_command_says_where_torch_cpu_comes_from_and_that_the_package_installs_from_a_clone() -> None:
-    # Issue 36 item 6: a newcomer on a machine without a local CPU wheel of torch must learn PyTorch's own
+    # A newcomer on a machine without a local CPU wheel of torch must learn PyTorch's own
     # CPU wheel index (from the public index alone pip resolves the CUDA build), and that `mfs-decoding`
     # is not on the public index (the first command runs in a clone).
     readme = (ROOT / "README.md").read_text()
@@ -43,7 +43,7 @@ def test_readme_first_command_says_where_torch_cpu_comes_from_and_that_the_packa
 
 def test_docs_install_shows_readmes_two_commands_and_where_torch_comes_from() -> None:
     # README keeps the two commands and one line on torch's CPU wheel; docs/install.md has the details moved
-    # out of README (issue 45 item 8): the same commands, the pin and the index, what the test script installs.
+    # out of README: the same commands, the pin and the index, what the test script installs.
     readme = (ROOT / "README.md").read_text()
     install = (ROOT / "docs" / "install.md").read_text()
     first = re.search(r"```bash\n(.+?)\n```", readme, re.DOTALL).group(1)  # scripts/time_first_command.sh runs it

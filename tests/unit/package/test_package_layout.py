@@ -173,7 +173,7 @@ def _room(module: str) -> str:
 
 
 def test_no_circle_between_folders() -> None:
-    """Folders and top-level modules import one way (issue 45 item 4): the engine package, the
+    """Folders and top-level modules import one way: the engine package, the
     tools, the decoders and the backends form no loop, even through modules that import each
     other without a circle file by file."""
     rooms: dict[str, set[str]] = {}

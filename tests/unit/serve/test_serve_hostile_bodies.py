@@ -1,4 +1,4 @@
-"""Hostile and careless request bodies (issue 44 item 3): each gets a 400 (or 413) with a one-line message in
+"""Hostile and careless request bodies: each gets a 400 (or 413) with a one-line message in
 OpenAI's error shape, never a 500, and a well-formed decode running beside them is unaffected."""
 
 from __future__ import annotations

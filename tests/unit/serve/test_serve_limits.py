@@ -1,4 +1,4 @@
-"""The server's work limits (issue 44 item 1): per-request maxima, admission by worst-case work, a
+"""The server's work limits: per-request maxima, admission by worst-case work, a
 request that can never fit refused with 400, and the per-request deadline (504)."""
 
 from __future__ import annotations

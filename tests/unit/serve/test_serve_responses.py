@@ -1,4 +1,4 @@
-"""``POST /v1/responses`` (issue 44 item 5) in process, on the demo model: the search as a reasoning item
+"""``POST /v1/responses`` in process, on the demo model: the search as a reasoning item
 and as stream events, the answer and tool calls as output items, with the official ``openai`` client and
 LangChain's ``ChatOpenAI(use_responses_api=True)``; what it refuses."""
 
