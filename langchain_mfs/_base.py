@@ -225,12 +225,14 @@ class MFSParams(MFSFields, ClosesOnExit):
         for a call with the same settings. ``self`` when the call sets none.
 
         Raises:
-            ValueError / pydantic.ValidationError: a bad value or an unknown decoder.
+            ValueError / pydantic.ValidationError: a bad value, an unknown decoder, a setting the call's method
+                does not take or one that loads the model (:class:`~mfs_core.decoders.ParamNotAccepted`).
         """
         setting_keys = [key for key in kwargs if key in SETTING_KEYWORDS]
         if not setting_keys:
             return self, kwargs
         keywords = CallKeywords.parse({key: kwargs[key] for key in setting_keys}, owner=type(self).__name__)
+        keywords.check_params(self.method)
         settings = keywords.settings_on(self.settings)
         update = {name: getattr(settings, name) for name in SETTINGS_FIELDS}
         rest = {key: value for key, value in kwargs.items() if key not in setting_keys}

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mfs_core.call.settings import rename_max_tokens, settings_from_fields
-from mfs_core.decoders import get_decoder
+from mfs_core.decoders import decoder_spec, get_decoder
 from mfs_core.settings import MFSSettings
 from mfs_core.tools.plan import ResponseFormat, ToolChoiceValue, apply_stop
 
@@ -85,6 +85,15 @@ class CallKeywords:
             response_format=ResponseFormat.coerce(kwargs.get("response_format")),
             settings=settings,
         )
+
+    def check_params(self, method: str) -> None:
+        """Check this call's settings against its method's parameters (``self.method``, else ``method``).
+
+        Raises:
+            ParamNotAccepted: a load-time setting, or one the method does not take (:meth:`DecoderSpec.check_params`).
+            pydantic.ValidationError: a value out of range (one line naming field, value and range).
+        """
+        decoder_spec(self.method or method).check_params(self.settings)
 
     def settings_on(self, base: MFSSettings) -> MFSSettings:
         """``base`` changed by this call's settings (``base`` itself when it changes none; no environment read).

@@ -22,7 +22,6 @@ from mfs_core.call.engines import EngineSource
 from mfs_core.call.keywords import CallKeywords, join_stops
 from mfs_core.call.prepare import CallInput, PreparedCall, prepare
 from mfs_core.call.reply import Reply
-from mfs_core.decoders import decoder_spec
 from mfs_core.engine import DecodeFuture, MFSEngine
 from mfs_core.engine.waiting import abandon, astream_events, await_results, stream_events, wait_results
 from mfs_core.events import DecodeEvent, EventCallback, StopEvent
@@ -171,7 +170,7 @@ class Caller:
             TypeError / ToolsNotSupportedError / ContextWindowError: as :func:`mfs_core.call.prepare`.
         """
         method = keywords.method or self.method
-        decoder_spec(method).check_params(keywords.settings)
+        keywords.check_params(method)
         settings = keywords.settings_on(self.settings)
         engine = self.engines.get(settings)
         prepared = tuple(prepare(engine, settings, call_input, keywords))
