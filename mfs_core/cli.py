@@ -44,13 +44,15 @@ logger = logging.getLogger("mfs_core.cli")
 DISTRIBUTION = "mfs-decoding"
 """The package's name on the package index (``pip install mfs-decoding``)."""
 
-CPU_DEFAULTS: dict[str, Any] = {"step_beam_size": CPU_STEP_BEAM_SIZE, "num_rollouts": CPU_NUM_ROLLOUTS}
-"""Defaults of ``mfs ask`` where no flag and no ``MFS_*`` variable sets the field."""
+CPU_DEFAULTS: dict[str, Any] = {"step_beam_size": CPU_STEP_BEAM_SIZE, "num_rollouts": CPU_NUM_ROLLOUTS,
+                                "num_samples": CPU_STEP_BEAM_SIZE}
+"""Defaults of ``mfs ask`` where no flag and no ``MFS_*`` variable sets the field (SC's k as M: as many answers
+as the search keeps paths)."""
 
 PRECEDENCE = (
     "Each setting comes from its flag, else its MFS_* environment variable or .env entry "
     f"(e.g. MFS_STEP_BEAM_SIZE), else this command's CPU defaults (M = {CPU_STEP_BEAM_SIZE}, "
-    f"N = {CPU_NUM_ROLLOUTS}), else the MFSSettings defaults (the paper's)."
+    f"N = {CPU_NUM_ROLLOUTS}, SC's k = {CPU_STEP_BEAM_SIZE}), else the MFSSettings defaults (the paper's)."
 )
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Martingale Foresight Sampling.")
@@ -100,6 +102,9 @@ StepBeamSizeOption = Annotated[
 NumRolloutsOption = Annotated[
     Optional[int], typer.Option(help="N, candidates sampled per beam.", show_default=_default("num_rollouts"))
 ]
+NumSamplesOption = Annotated[
+    Optional[int], typer.Option(help="k, self-consistency's samples (method sc).", show_default=_default("num_samples"))
+]
 PruneLambdaOption = Annotated[
     Optional[float], typer.Option(help="λ1 of the width-pruning threshold μ + λ1·σ.", show_default=_default("prune_lambda"))
 ]
@@ -117,8 +122,8 @@ BackendOption = Annotated[
     Optional[str], typer.Option(help="transformers | vllm | openai.", show_default=_default("backend"))
 ]
 # The model and search options above are shared by ``mfs ask`` and ``mfs serve`` (SchedulingOption: serve and bench).
-_SETTING_FLAGS = ("model", "step_beam_size", "num_rollouts", "prune_lambda", "stop_epsilon", "temperature", "max_steps",
-                  "seed", "backend", "base_url", "tokenizer", "api_key", "device", "dtype")
+_SETTING_FLAGS = ("model", "step_beam_size", "num_rollouts", "num_samples", "prune_lambda", "stop_epsilon",
+                  "temperature", "max_steps", "seed", "backend", "base_url", "tokenizer", "api_key", "device", "dtype")
 
 
 def setting_flags(values: dict[str, Any]) -> dict[str, Any]:
@@ -237,6 +242,7 @@ def ask(
     model: ModelOption = None,
     step_beam_size: StepBeamSizeOption = None,
     num_rollouts: NumRolloutsOption = None,
+    num_samples: NumSamplesOption = None,
     prune_lambda: PruneLambdaOption = None,
     stop_epsilon: StopEpsilonOption = None,
     temperature: TemperatureOption = None,
@@ -320,6 +326,7 @@ def serve(
     model: ModelOption = None,
     step_beam_size: StepBeamSizeOption = None,
     num_rollouts: NumRolloutsOption = None,
+    num_samples: NumSamplesOption = None,
     prune_lambda: PruneLambdaOption = None,
     stop_epsilon: StopEpsilonOption = None,
     temperature: TemperatureOption = None,

@@ -57,11 +57,12 @@ def test_ask_json_is_the_whole_result(demo_backend):
 
 def test_settings_precedence_flag_then_environment_then_cpu_defaults(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)  # no .env here
-    for name in ("MFS_STEP_BEAM_SIZE", "MFS_NUM_ROLLOUTS", "MFS_SEED"):
+    for name in ("MFS_STEP_BEAM_SIZE", "MFS_NUM_ROLLOUTS", "MFS_NUM_SAMPLES", "MFS_SEED"):
         monkeypatch.delenv(name, raising=False)
     settings, sources = resolve_settings({"seed": None, "step_beam_size": None})
-    assert (settings.step_beam_size, settings.num_rollouts) == (CPU_DEFAULTS["step_beam_size"], CPU_DEFAULTS["num_rollouts"])
-    assert sources == {"step_beam_size": "CPU default", "num_rollouts": "CPU default"}
+    assert (settings.step_beam_size, settings.num_rollouts, settings.num_samples) == (4, 4, 4) == (
+        CPU_DEFAULTS["step_beam_size"], CPU_DEFAULTS["num_rollouts"], CPU_DEFAULTS["num_samples"])
+    assert sources == {"step_beam_size": "CPU default", "num_rollouts": "CPU default", "num_samples": "CPU default"}
     monkeypatch.setenv("MFS_STEP_BEAM_SIZE", "6")
     (tmp_path / ".env").write_text("MFS_NUM_ROLLOUTS=5\nOPENAI_API_KEY=sk-other\n")
     settings, sources = resolve_settings({"step_beam_size": None})
