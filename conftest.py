@@ -31,3 +31,12 @@ def demo_engine(demo_backend):
     from mfs_core import MFSEngine, MFSSettings
 
     return MFSEngine.from_settings(MFSSettings(device="cpu", **SMALL_SEARCH))
+
+
+@pytest.fixture(scope="session")
+def smollm2_cache(tmp_path_factory):
+    """The ``XDG_CACHE_HOME`` SmolLM2-135M-Instruct's packaged GGUF is converted into once per test session
+    (:func:`tests.packaged_models.packaged_cache`), shared by its transformers and vLLM tests."""
+    from tests.packaged_models import packaged_cache
+
+    return packaged_cache(tmp_path_factory, "smollm2-cache")

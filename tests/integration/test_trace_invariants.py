@@ -42,7 +42,7 @@ SETTINGS = {
     "weighted": {"step_beam_size": 4, "num_rollouts": 4, "vote_rollouts": "weighted", "answer_stop_confidence": 0.9,
                  "convergence_min_paths": 2},
 }
-QUESTIONS = {"paper": 8, "per_survivor": 6, "release": 10, "no_stop": 10, "weighted": 6}
+QUESTIONS = {"paper": 6, "per_survivor": 6, "release": 8, "no_stop": 8, "weighted": 6}
 """Questions decoded per setting where fewer than all 20."""
 
 

@@ -28,10 +28,10 @@ SMALL = {"step_beam_size": 2, "num_rollouts": 2, "max_steps": 2, "max_step_token
 
 
 @pytest.fixture(scope="session")
-def smollm2_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """An :class:`~mfs_core.MFSEngine` on SmolLM2 (transformers backend, CPU), converted into a
-    cache of this test session; closed at the end of the session."""
-    with packaged_engine(SMOLLM2, tmp_path_factory.mktemp("smollm2-cache")) as engine:
+def smollm2_engine(smollm2_cache: Path) -> Iterator[Any]:
+    """An :class:`~mfs_core.MFSEngine` on SmolLM2 (transformers backend, CPU), converted into the
+    session's SmolLM2 cache; closed at the end of the session."""
+    with packaged_engine(SMOLLM2, smollm2_cache) as engine:
         yield engine
 
 

@@ -1,8 +1,8 @@
 """Grammar-constrained actions on real vLLM: in-process and through ``vllm serve`` (demo model).
 
 Every forced tool call (``tool_choice="required"``) and every structured output (json_schema
-``{"value": integer}``) of 50 generated questions must parse and validate when sampled
-under its grammar (``constrain_actions``), built as the adapters build them
+``{"value": integer}``) of 50 generated questions (the first 10 through ``vllm serve``) must parse
+and validate when sampled under its grammar (``constrain_actions``), built as the adapters build them
 (:func:`experiments.benchmarks.constrained.run_actions`). The last test pins what vLLM reports as
 log-probs under a grammar: renormalised over the tokens the grammar allows (the bitmask is
 applied to the logits before the sampler computes its "raw" log-probs), so above the raw ones.
@@ -27,6 +27,8 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.enable_socket]
 
 SETTINGS = MFSSettings(step_beam_size=2, num_rollouts=2, seed=0)
 COUNT = 50
+SERVED = 10
+"""Questions through ``vllm serve``: the same grammars reach it as JSON (50 there took 4 minutes of CI's 30)."""
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +46,8 @@ def test_every_constrained_action_validates_in_process(vllm_backend: VLLMBackend
 
 @pytest.mark.parametrize("kind", [FORCED_CALL, STRUCTURED_OUTPUT])
 def test_every_constrained_action_validates_through_vllm_serve(http_engine: MFSEngine, kind: str) -> None:
-    run = within(600, lambda: run_actions(http_engine, SETTINGS, kind, constrained=True, count=COUNT))
-    assert (run.valid, run.total) == (COUNT, COUNT), run.invalid[:3]
+    run = within(600, lambda: run_actions(http_engine, SETTINGS, kind, constrained=True, count=SERVED))
+    assert (run.valid, run.total) == (SERVED, SERVED), run.invalid[:3]
 
 
 def test_log_probs_under_a_grammar_are_renormalised_not_raw(

@@ -144,8 +144,8 @@ def test_mfs_ask_with_the_vllm_backend_prints_an_answer() -> None:
     import sys
 
     question = "Grace has 7 bags with 9 cards in each bag. Sadly, 6 cards break. How many cards are there now?"
-    done = subprocess.run([sys.executable, "-m", "mfs_core.cli", "ask", question, "--backend", "vllm", "--no-live"],
-                          capture_output=True, text=True, timeout=400)
+    done = subprocess.run([sys.executable, "-m", "mfs_core.cli", "ask", question, "--backend", "vllm", "--no-live",
+                           "--max-steps", "2"], capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
     assert lines[0] == f"question: {question}"

@@ -127,6 +127,8 @@ def test_an_engine_whose_core_was_killed_mid_decode_raises_and_a_new_one_loads_a
         with pytest.raises(BackendDeadError):
             engine.decode([question], timeout=60)
         assert time.monotonic() - started < 1.0
+        if scheduling == "lockstep":  # a fresh engine loads the same way under both (one load saved for CI's time)
+            return
         fresh = MFSEngine.from_settings(settings)
         assert fresh.backend is not engine.backend and fresh.dead_reason is None
         assert fresh.decode([question], timeout=300)[0].output_tokens > 0

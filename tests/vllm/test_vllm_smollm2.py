@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -28,9 +29,10 @@ QUESTIONS = ["Tom has 3 apples. He buys 4 more apples. How many apples does Tom 
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+def cache(smollm2_cache: Path) -> Iterator[None]:
+    """The session's SmolLM2 cache (converted once, shared with tests/smollm2) as ``XDG_CACHE_HOME``."""
     monkeypatch = pytest.MonkeyPatch()
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(smollm2_cache))
     yield
     monkeypatch.undo()
 
