@@ -28,7 +28,7 @@ from mfs_core.decoders.deepconf import decode_deepconf
 from mfs_core.decoders.esc import decode_esc
 from mfs_core.decoders.mfs import decode_mfs
 from mfs_core.decoders.params import (
-    CoTParams, DeepConfParams, ESCParams, MethodParams, MFSParams, ParamNotAccepted, PhiParams, SCParams,
+    CoTParams, DeepConfParams, ESCParams, MethodParams, MFSParams, PhiParams, SCParams,
 )
 from mfs_core.decoders.phi import decode_phi
 from mfs_core.settings import MFSSettings
@@ -103,23 +103,24 @@ class DecoderSpec:
     def check_params(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """A call's setting keywords checked as this method's parameters (:meth:`MethodParams.check`).
 
+        Load-time settings (:data:`~mfs_core.backend_identity.BACKEND_FIELDS`: ``model``, ``backend``, ...) are
+        not a method's: they pass unchecked here, and the call's engine source decides (an injected engine
+        refuses different ones; an owned one is chosen or loaded for them: LangChain's per-call model override).
+
         Args:
             values: setting name -> value, as the call gives them (``max_tokens`` already ``max_answer_tokens``).
 
         Returns:
-            The values, validated.
+            The values, the method's validated.
 
         Raises:
-            ParamNotAccepted: a load-time (backend) setting, or a name this method does not read (one line).
+            ParamNotAccepted: a per-call setting this method does not read (one line naming it and the method's).
             pydantic.ValidationError: a value out of range (one line naming field, value and range).
         """
-        load_time = sorted(name for name in values if name in BACKEND_FIELDS)
-        if load_time:
-            msg = f"{', '.join(load_time)}: fixed when the model loads, not per call; build the model or engine with it"
-            raise ParamNotAccepted(msg, load_time)
-        if self.params is not None:
-            return self.params.check(values, method=self.name)
-        return dict(values)
+        method_values = {name: value for name, value in values.items() if name not in BACKEND_FIELDS}
+        if self.params is None:
+            return dict(values)
+        return {**dict(values), **self.params.check(method_values, method=self.name)}
 
     @property
     def votes(self) -> bool:
@@ -161,9 +162,6 @@ def register_decoder(spec: DecoderSpec, *, replace: bool = False) -> DecoderSpec
 
         from mfs_core.decoders import DecoderSpec, register_decoder
         from mfs_core.decoders.mfs import decode_mfs
-from mfs_core.decoders.params import (
-    CoTParams, DeepConfParams, ESCParams, MethodParams, MFSParams, ParamNotAccepted, PhiParams, SCParams,
-)
 
         register_decoder(DecoderSpec("mfs-no-stop", decode_mfs, overrides={"early_stopping": False}))
 

@@ -56,8 +56,7 @@ def test_a_differing_backend_field_is_refused_at_construction(cls, engine: MFSEn
 def test_a_langchain_call_that_changes_a_backend_field_is_refused(cls, engine: MFSEngine, loads: list) -> None:
     llm = cls(engine=engine)
     assert llm.invoke("Tom has 3 apples. He buys 4 more. How many now?", seed=1)
-    with pytest.raises(ValueError, match=r"^model, request_timeout: fixed when the model loads, not per call; build "
-                                         r"the model or engine with it$"):
+    with pytest.raises(ValueError, match=r"differ from this model's in model, request_timeout \(engine: 'mfs-demo', 600.0; here: 'other', 5.0\)"):
         llm.invoke("Tom has 3 apples.", model="other", request_timeout=5.0)
     assert loads == []
 
@@ -65,7 +64,7 @@ def test_a_langchain_call_that_changes_a_backend_field_is_refused(cls, engine: M
 def test_a_llamaindex_call_that_changes_a_backend_field_is_refused(engine: MFSEngine, loads: list) -> None:
     llm = llamaindex_mfs.MFSLLM(engine=engine)
     assert llm.chat([ChatMessage(role="user", content="Tom has 3 apples.")], seed=1).message.content
-    with pytest.raises(ValueError, match=r"^base_urls: fixed when the model loads, not per call"):
+    with pytest.raises(ValueError, match=r"in base_urls \(engine: \[\]; here: \['http://x:1/v1'\]\)"):
         llm.complete("Tom has 3 apples.", base_urls=["http://x:1/v1"])
     with pytest.raises(ValueError, match=r"in api_key \(engine: None; here: '\*\*\*\*\*\*\*\*\*\*'\)") as caught:
         llamaindex_mfs.MFSLLM(engine=engine, api_key="sk-secret")

@@ -58,11 +58,11 @@ def test_each_method_takes_its_own_fields_with_the_settings_ranges_and_defaults(
         method_params("Bad", ("beam", "backend"), "no")
 
 
-def test_a_decoder_without_params_takes_any_per_call_setting_but_no_load_time_one() -> None:
+def test_load_time_settings_are_no_methods_and_a_decoder_without_params_takes_any_setting() -> None:
+    # the engine source decides on a call's load-time settings (LangChain's per-call model override)
+    assert decoder_spec("cot").check_params({"model": "x", "seed": 2}) == {"model": "x", "seed": 2}
     spec = DecoderSpec("sc-own", decode_self_consistency, samples=True)
-    assert spec.check_params({"num_rollouts": 3}) == {"num_rollouts": 3}
-    with pytest.raises(ParamNotAccepted, match=r"^model: fixed when the model loads, not per call; build the "):
-        spec.check_params({"model": "x"})
+    assert spec.check_params({"num_rollouts": 3, "model": "x"}) == {"num_rollouts": 3, "model": "x"}
 
 
 def test_self_consistency_samples_num_samples_whatever_m_is() -> None:
