@@ -117,10 +117,10 @@ class DecoderSpec:
             ParamNotAccepted: a per-call setting this method does not read (one line naming it and the method's).
             pydantic.ValidationError: a value out of range (one line naming field, value and range).
         """
-        method_values = {name: value for name, value in values.items() if name not in BACKEND_FIELDS}
         if self.params is None:
             return dict(values)
-        return {**dict(values), **self.params.check(method_values, method=self.name)}
+        method_values = {name: value for name, value in values.items() if name not in BACKEND_FIELDS}
+        return {**values, **self.params.check(method_values, method=self.name)}
 
     @property
     def votes(self) -> bool:
