@@ -19,21 +19,21 @@ from langchain_core.prompt_values import PromptValue
 from pydantic import PrivateAttr, ValidationError, model_validator
 
 from langchain_mfs._events import STEP_EVENT, STOP_EVENT, _EventSink, astream_with_run, stream_with_run
-from langchain_mfs._fields import SETTINGS_FIELDS, MFSFields
+from langchain_mfs._fields import ADAPTER_FIELDS, MFSFields
 from mfs_core.call import (
-    SETTING_KEYWORDS, Caller, CallKeywords, CallStream, EngineSource, check_engine, join_stops, memo_settings,
-    rename_max_tokens, settings_from_fields,
+    SETTING_KEYWORDS, Caller, CallKeywords, CallStream, EngineSource, check_adapter_arguments, check_engine,
+    check_model_kwargs, join_stops, memo_settings, rename_max_tokens, settings_from_fields,
 )
 from mfs_core.call.engines import ClosesOnExit
 from mfs_core.call.settings import SettingsMemo
 from mfs_core.decoders import get_decoder
 from mfs_core.engine import MFSEngine
-from mfs_core.errors import one_line, unknown_name_message
+from mfs_core.errors import one_line
 from mfs_core.events import DecodeEvent
 from mfs_core.settings import MFSSettings
 
-# STEP_EVENT, STOP_EVENT, SETTINGS_FIELDS and the stream helpers stay importable from here
-__all__ = ["SETTINGS_FIELDS", "STEP_EVENT", "STOP_EVENT", "MFSParams", "astream_with_run", "stream_with_run"]
+# STEP_EVENT, STOP_EVENT and the stream helpers stay importable from here
+__all__ = ["STEP_EVENT", "STOP_EVENT", "MFSParams", "astream_with_run", "stream_with_run"]
 
 _FRAMEWORK_KEYS = frozenset({"stream"})  # LangChain's own call flag, not a call keyword
 
@@ -44,25 +44,27 @@ class MFSParams(MFSFields, ClosesOnExit):
     A mixin placed before the LangChain base class (``class MFSLLM(MFSParams, BaseLLM)``);
     it relies on the base's ``custom_get_token_ids`` and ``_get_ls_params``.
 
-    Every field not given takes its value from the ``MFS_*`` environment variable of the
-    same name (``MFS_STEP_BEAM_SIZE=4``), else the :class:`MFSSettings` default; with an
-    injected ``engine`` it takes the engine's settings instead. Fields are validated by
-    :class:`MFSSettings`: a bad value raises ``pydantic.ValidationError`` naming it.
-    ``max_tokens`` is accepted as LangChain's standard name for ``max_answer_tokens``. An
-    unknown argument raises a one-line ``TypeError`` naming the closest valid one.
-    ``api_key`` is a ``SecretStr`` (``lc_secrets``: ``MFS_API_KEY``) and never enters the
-    repr, ``_identifying_params`` (the cache key, ``invocation_params``, ``save()``) or a
-    call's keywords.
+    Every setting not given (a flat field, or a key of ``model_kwargs``) takes its value
+    from the ``MFS_*`` environment variable of the same name (``MFS_STEP_BEAM_SIZE=4``), else
+    the :class:`MFSSettings` default; with an injected ``engine`` it takes the engine's
+    settings instead. Values are validated by :class:`MFSSettings`: a bad value raises
+    ``pydantic.ValidationError`` naming it. ``max_tokens`` is accepted as LangChain's
+    standard name for ``max_answer_tokens``. An unknown argument raises a one-line
+    ``TypeError`` naming the closest valid one; a setting that is not a flat field, one
+    saying to pass it in ``model_kwargs``. ``api_key`` is a ``SecretStr`` (``lc_secrets``:
+    ``MFS_API_KEY``) and never enters the repr, ``_identifying_params`` (the cache key,
+    ``invocation_params``, ``save()``) or a call's keywords.
     """
 
     _engines: EngineSource = PrivateAttr(default_factory=EngineSource)
+    _base: MFSSettings | None = PrivateAttr(default=None)
     _settings_memo: SettingsMemo | None = PrivateAttr(default=None)
 
     def __init__(self, *, engine: MFSEngine | None = None, **data: Any) -> None:
         """Build from keyword fields; ``engine`` injects an engine to decode with.
 
         Args:
-            engine: an :class:`MFSEngine` (for instance around your own backend). Fields
+            engine: an :class:`MFSEngine` (for instance around your own backend). Settings
                 not given take its settings; it decodes every call whose backend settings
                 (:data:`~mfs_core.settings.BACKEND_FIELDS`) equal its own, and the others are
                 refused. None (default) builds, on first use, the engine shared by every
@@ -73,36 +75,29 @@ class MFSParams(MFSFields, ClosesOnExit):
             TypeError: ``engine`` is not an :class:`MFSEngine`.
             ValueError: a backend setting given differs from the injected engine's (one line
                 naming the fields, :func:`mfs_core.call.check_engine`).
-            TypeError: an unknown argument (one line naming it and the closest valid name).
+            TypeError: an unknown argument (one line naming it and the closest valid name); a
+                setting that is not a flat field (:func:`mfs_core.call.check_adapter_arguments`);
+                a bad ``model_kwargs`` key (:func:`mfs_core.call.check_model_kwargs`).
             pydantic.ValidationError: a bad value; one line naming the field, the value and
                 the allowed range (:class:`~mfs_core.errors.OneLineValidationError`).
         """
+        owner = type(self).__name__
         data = rename_max_tokens(data)  # max_tokens, the frameworks' name, is max_answer_tokens
-        valid = set(type(self).model_fields) | {f.alias for f in type(self).model_fields.values() if f.alias}
-        unknown = [name for name in data if name not in valid]
-        if unknown:
-            raise TypeError(unknown_name_message(type(self).__name__, unknown, valid | {"max_tokens"}))
-        engines = EngineSource(engine, owner=type(self).__name__)  # TypeError for what is no MFSEngine
-        if engine is not None:
-            data = {**engine.settings.model_dump(), **data}
+        fields = type(self).model_fields
+        check_adapter_arguments(owner, data, set(fields) | {f.alias for f in fields.values() if f.alias})
+        model_kwargs = check_model_kwargs(owner, data.pop("model_kwargs", None))
+        engines = EngineSource(engine, owner=owner)  # TypeError for what is no MFSEngine
+        given = {name: data[name] for name in ADAPTER_FIELDS if name in data}
         try:
-            super().__init__(**data)
+            base = settings_from_fields({**model_kwargs, **given}, base=engine.settings if engine else None)
+            super().__init__(**{**data, **{name: getattr(base, name) for name in ADAPTER_FIELDS}}, model_kwargs=model_kwargs)
         except ValidationError as exc:
             raise one_line(exc, MFSSettings) from None
+        self._base = base
         if engine is not None:
-            check_engine(engine, self.settings, type(self).__name__)
+            check_engine(engine, self.settings, owner)
         self._engines = engines
         engines.bind(self)  # a dropped instance closes the engines it made (not an injected one)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _resolve_settings(cls, data: Any) -> Any:
-        """Fill every settings field: given values, then ``MFS_*`` variables, then defaults."""
-        if not isinstance(data, dict):
-            return data
-        data = rename_max_tokens(data)
-        settings = settings_from_fields({name: data[name] for name in SETTINGS_FIELDS if name in data})
-        return {**data, **settings.model_dump()}
 
     @model_validator(mode="after")
     def _check_method(self) -> MFSParams:
@@ -112,10 +107,21 @@ class MFSParams(MFSFields, ClosesOnExit):
     # --- what the instance decodes with ------------------------------------------------
     @property
     def settings(self) -> MFSSettings:
-        """The :class:`MFSSettings` the fields describe (rebuilt when a field changes; no environment read)."""
-        values = {name: getattr(self, name) for name in SETTINGS_FIELDS}
-        self._settings_memo = memo_settings(self._settings_memo, values, None)
+        """The :class:`MFSSettings` the fields and ``model_kwargs`` describe, on those resolved at
+        construction (rebuilt when a value changes; no environment read).
+
+        Raises:
+            TypeError / pydantic.ValidationError: a value set after construction that is no
+                setting or out of range (one line).
+        """
+        if self._base is None:  # built without __init__ (model_validate): resolve now
+            self._base = settings_from_fields(check_model_kwargs(type(self).__name__, self.model_kwargs))
+        self._settings_memo = memo_settings(self._settings_memo, self._setting_values(), self._base, none_unset=False)
         return self._settings_memo[1]
+
+    def _setting_values(self) -> dict[str, Any]:
+        """Setting name -> this instance's value: ``model_kwargs``, then the flat fields."""
+        return {**self.model_kwargs, **{name: getattr(self, name) for name in ADAPTER_FIELDS}}
 
     @property
     def engine(self) -> MFSEngine:
@@ -234,10 +240,12 @@ class MFSParams(MFSFields, ClosesOnExit):
         keywords = CallKeywords.parse({key: kwargs[key] for key in setting_keys}, owner=type(self).__name__)
         keywords.check_params(self.method)
         settings = keywords.settings_on(self.settings)
-        update = {name: getattr(settings, name) for name in SETTINGS_FIELDS}
+        flat = {name: getattr(settings, name) for name in ADAPTER_FIELDS}
+        others = {name: getattr(settings, name) for name in keywords.settings if name not in ADAPTER_FIELDS}
+        update = {**flat, "model_kwargs": {**self.model_kwargs, **others}, "method": keywords.method or self.method}
         rest = {key: value for key, value in kwargs.items() if key not in setting_keys}
-        changed = self.model_copy(update={**update, "method": keywords.method or self.method})
-        changed._settings_memo = (tuple(update.values()), settings)  # resolved once per call, not again by .settings
+        changed = self.model_copy(update=update)
+        changed._settings_memo = (tuple(changed._setting_values().items()), settings)  # resolved once per call
         return changed, rest
 
     def _events(self, call: CallStream, run_manager: CallbackManagerForLLMRun | None) -> Iterator[DecodeEvent]:

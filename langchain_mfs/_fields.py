@@ -1,23 +1,22 @@
 """The LangChain fields of :class:`~langchain_mfs.MFSLLM` and :class:`~langchain_mfs.ChatMFS`.
 
-Every :class:`~mfs_core.settings.MFSSettings` field, derived from the settings (same name,
-type, default and description, :func:`mfs_core.call.settings_fields`: nothing copied by
-hand, so a setting added there is a field here), then the adapter's own ``method``, ``stop``
-and ``timeout``. How the fields are filled (keywords, ``MFS_*`` variables, an injected
-engine) and used is :class:`~langchain_mfs._base.MFSParams`'s.
+The settings users turn often (:data:`mfs_core.call.ADAPTER_FIELDS`) as flat fields, derived from
+:class:`~mfs_core.settings.MFSSettings` (same name, type, default and description,
+:func:`mfs_core.call.settings_fields`: nothing copied by hand); every other setting in
+``model_kwargs`` (as ``ChatOpenAI``'s); then the adapter's own ``method``, ``stop`` and
+``timeout``. How the fields are filled (keywords, ``MFS_*`` variables, an injected engine) and
+used is :class:`~langchain_mfs._base.MFSParams`'s.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, create_model
+from typing import Any
 
-from mfs_core.call import settings_fields
-from mfs_core.settings import MFSSettings
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
-__all__ = ["SETTINGS_FIELDS", "MFSFields"]
+from mfs_core.call import ADAPTER_FIELDS, settings_fields
 
-SETTINGS_FIELDS: tuple[str, ...] = tuple(MFSSettings.model_fields)
-"""Names of the :class:`MFSSettings` fields, each also a field of the LangChain classes."""
+__all__ = ["ADAPTER_FIELDS", "MFSFields"]
 
 _NOTES = {
     "api_key": "Kept out of repr, callbacks, the cache key and save() (lc_secrets maps it to MFS_API_KEY).",
@@ -39,9 +38,15 @@ _SettingsFields = create_model(
 
 
 class MFSFields(_SettingsFields):  # type: ignore[misc, valid-type]
-    """The fields: every :class:`MFSSettings` field (same name, type and default), then
-    ``method``, ``stop`` and ``timeout``. Declarations only; :class:`~langchain_mfs._base.MFSParams`
-    resolves and uses them."""
+    """The fields: the flat settings (same name, type and default as :class:`MFSSettings`'),
+    ``model_kwargs``, then ``method``, ``stop`` and ``timeout``. Declarations only;
+    :class:`~langchain_mfs._base.MFSParams` resolves and uses them."""
+
+    model_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Every other :class:`MFSSettings` setting, by name (``{"dtype": "bfloat16", "stop_epsilon": 0.05}``):
+    load-time ones (dtype, batch size, vLLM's engine, the prompt format) and the methods' parameters (ε, λ, the
+    baselines' knobs). Validated with the flat fields; a flat field's name or an unknown name is refused.
+    Those not given take ``MFS_*`` variables, else the defaults (or the injected engine's settings)."""
 
     method: str = "mfs"
     """Registered decoder (default ``"mfs"``; baselines where installed)."""

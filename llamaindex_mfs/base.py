@@ -52,18 +52,18 @@ from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_ca
 from llama_index.core.types import PydanticProgramMode
 from pydantic import BaseModel
 
-from llamaindex_mfs._fields import SETTING_NAMES, MFSFields
+from llamaindex_mfs._fields import ADAPTER_FIELDS, MFSFields
 from llamaindex_mfs._responses import chat_chunks, chat_response, completion, completion_chunks, thinking_chunk
 from llamaindex_mfs._tools import ToolResponses, message_dict, to_tool_specs
 from llamaindex_mfs.events import to_instrumentation_event
 from mfs_core.call import (
-    Caller, CallKeywords, CallStream, ChatInput, EngineSource, TextInput, memo_settings, rename_max_tokens,
-    uses_chat_template,
+    Caller, CallKeywords, CallStream, ChatInput, EngineSource, TextInput, check_adapter_arguments, check_model_kwargs,
+    memo_settings, rename_max_tokens, settings_from_fields, uses_chat_template,
 )
 from mfs_core.call.engines import ClosesOnExit
 from mfs_core.call.settings import SettingsMemo
 from mfs_core.decoders import get_decoder
-from mfs_core.errors import one_line, unknown_name_message
+from mfs_core.errors import one_line
 from mfs_core.events import DecodeEvent, StopEvent
 from mfs_core.settings import MFSSettings
 from mfs_core.streaming import ReasoningText
@@ -78,9 +78,11 @@ dispatcher = get_dispatcher(__name__)
 class MFSLLM(ToolResponses, MFSFields, ClosesOnExit):
     """A LlamaIndex LLM that answers with Martingale Foresight Sampling.
 
-    Every :class:`~mfs_core.MFSSettings` field is mirrored as an optional field; a field
-    left None takes its value from the injected ``engine``'s settings, else from the
-    ``MFS_*`` environment variable or the settings default. LLMs (and LangChain models of
+    The settings users turn often (:data:`mfs_core.call.ADAPTER_FIELDS`: model, backend,
+    sampling, the search's width and depth) are optional fields, every other
+    :class:`~mfs_core.MFSSettings` setting a key of ``model_kwargs``; a setting left unset
+    takes its value from the injected ``engine``'s settings, else from the ``MFS_*``
+    environment variable or the settings default. LLMs (and LangChain models of
     ``langchain_mfs``) whose backend settings (:data:`~mfs_core.settings.BACKEND_FIELDS`)
     agree share one loaded model and one batching engine.
 
@@ -116,7 +118,8 @@ class MFSLLM(ToolResponses, MFSFields, ClosesOnExit):
     :class:`~mfs_core.tools.ToolsNotSupportedError`.
 
     Construction refuses an unknown argument (``step_beam=4``) with a one-line ``TypeError``
-    naming the closest valid one, as ``langchain_mfs`` does; ``max_tokens`` sets
+    naming the closest valid one, and a setting that is not a flat field with one saying to
+    pass it in ``model_kwargs``, as ``langchain_mfs`` does; ``max_tokens`` sets
     ``max_answer_tokens`` and ``timeout`` (seconds) bounds how long a call waits, also as
     there. ``api_key`` is a ``SecretStr`` and is left out of ``to_dict``/``to_json`` (so out
     of what callbacks and instrumentation events receive); it is not a per-call keyword.
@@ -139,18 +142,19 @@ class MFSLLM(ToolResponses, MFSFields, ClosesOnExit):
         ``langchain_mfs``).
 
         Raises:
-            TypeError: an unknown argument (one line naming it and the closest valid name).
+            TypeError: an unknown argument (one line naming it and the closest valid name); a
+                setting that is not a flat field (:func:`mfs_core.call.check_adapter_arguments`);
+                a bad ``model_kwargs`` key (:func:`mfs_core.call.check_model_kwargs`).
             ValueError: ``max_tokens`` and ``max_answer_tokens`` both given and different.
             pydantic.ValidationError: a value out of range; one line naming the field, the
                 value and the allowed range (:class:`~mfs_core.errors.OneLineValidationError`).
         """
+        data = rename_max_tokens(data)
         fields = type(self).model_fields
-        valid = set(fields) | {"max_tokens"} | {field.alias for field in fields.values() if field.alias}
-        unknown = [name for name in data if name not in valid]
-        if unknown:
-            raise TypeError(unknown_name_message(type(self).__name__, unknown, valid))
+        check_adapter_arguments(type(self).__name__, data, set(fields) | {f.alias for f in fields.values() if f.alias})
+        data["model_kwargs"] = check_model_kwargs(type(self).__name__, data.get("model_kwargs"))
         try:
-            super().__init__(**rename_max_tokens(data))
+            super().__init__(**data)
         except ValidationError as exc:
             raise one_line(exc, MFSSettings) from None
 
@@ -164,7 +168,10 @@ class MFSLLM(ToolResponses, MFSFields, ClosesOnExit):
         get_decoder(self.method)
         self._engines = EngineSource(self.engine, owner="MFSLLM")
         self._engines.bind(self)  # a dropped LLM closes the engines it made (not an injected one)
-        self._base = self.engine.settings if self.engine is not None else MFSSettings()
+        try:
+            self._base = settings_from_fields(self.model_kwargs, base=self.engine.settings if self.engine is not None else None)
+        except ValidationError as exc:
+            raise one_line(exc, MFSSettings) from None
         self.engine = self._engines.get(self.settings)
 
     @classmethod
@@ -173,12 +180,13 @@ class MFSLLM(ToolResponses, MFSFields, ClosesOnExit):
         return "MFSLLM"
 
     # --- settings ------------------------------------------------------------------------
-    def _field_values(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in SETTING_NAMES}
+    def _setting_values(self) -> dict[str, Any]:
+        """Setting name -> this LLM's value (None: unset): ``model_kwargs``, then the flat fields."""
+        return {**self.model_kwargs, **{name: getattr(self, name) for name in ADAPTER_FIELDS}}
 
     def _resolved(self, name: str) -> Any:
         """One setting's value without building settings (no environment read)."""
-        value = getattr(self, name)
+        value = self._setting_values().get(name)
         return value if value is not None else getattr(self._base, name)
 
     def close(self) -> None:
@@ -194,7 +202,7 @@ class MFSLLM(ToolResponses, MFSFields, ClosesOnExit):
     @property
     def settings(self) -> MFSSettings:
         """The settings a call without overrides decodes with (rebuilt when a field changes)."""
-        self._settings_memo = memo_settings(self._settings_memo, self._field_values(), self._base)
+        self._settings_memo = memo_settings(self._settings_memo, self._setting_values(), self._base, none_unset=True)
         return self._settings_memo[1]
 
     # --- the call layer ------------------------------------------------------------------

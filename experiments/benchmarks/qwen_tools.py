@@ -92,8 +92,9 @@ def run_langchain(items: list[dict[str, Any]], settings: dict[str, Any]) -> list
     from langchain_core.tools import tool
 
     from langchain_mfs import ChatMFS
+    from mfs_core.call import adapter_arguments
 
-    agent = create_agent(ChatMFS(**settings), tools=[tool(add), tool(multiply)])
+    agent = create_agent(ChatMFS(**adapter_arguments(settings)), tools=[tool(add), tool(multiply)])
     start = time.perf_counter()
     states = agent.batch([{"messages": [HumanMessage(item["question"])]} for item in items],
                          {"recursion_limit": 6, "max_concurrency": len(items)}, return_exceptions=True)
@@ -119,8 +120,9 @@ async def _llamaindex(items: list[dict[str, Any]], settings: dict[str, Any]) -> 
     from llama_index.core.tools import FunctionTool
 
     from llamaindex_mfs import MFSLLM
+    from mfs_core.call import adapter_arguments
 
-    llm = MFSLLM(**settings)
+    llm = MFSLLM(**adapter_arguments(settings))
     tools = [FunctionTool.from_defaults(fn=add), FunctionTool.from_defaults(fn=multiply)]
 
     async def one(item: dict[str, Any]) -> tuple[Any, ...]:

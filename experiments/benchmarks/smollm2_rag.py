@@ -232,9 +232,10 @@ def measure(
     """
     from langchain_mfs import ChatMFS
     from llamaindex_mfs import MFSLLM
+    from mfs_core.call import adapter_arguments
 
-    llm = MFSLLM(engine=engine, method=method, **decoder_settings)
-    chat_model = ChatMFS(engine=engine, method=method, **decoder_settings)
+    llm = MFSLLM(engine=engine, method=method, **adapter_arguments(decoder_settings))
+    chat_model = ChatMFS(engine=engine, method=method, **adapter_arguments(decoder_settings))
     answer = _answerers(pipeline, build_index(facts), build_retriever(facts), llm, chat_model)
     tokens = 0
     generate = engine.backend.generate

@@ -4,8 +4,8 @@ LangChain's and LlamaIndex's classes and ``mfs serve`` translate their own types
 answer back, and nothing else; this package owns everything between (DESIGN.md, "The call layer and
 the front ends"), above the engine:
 
-* :mod:`~mfs_core.call.settings`: the adapters' fields derived from :class:`MFSSettings`, and their
-  values back to settings;
+* :mod:`~mfs_core.call.settings`: the adapters' flat fields and ``model_kwargs`` derived from
+  :class:`MFSSettings`, and their values back to settings;
 * :mod:`~mfs_core.call.keywords`: the per-call keywords (``method``, ``stop``, ``tools``, ``tool_choice``,
   ``response_format``, ``max_tokens``, settings), the same set everywhere (:class:`CallKeywords`);
 * :mod:`~mfs_core.call.engines`: the engine of a call, injected or owned (:class:`EngineSource`);
@@ -31,11 +31,14 @@ from mfs_core.call.prepare import (
 )
 from mfs_core.call.reply import Reply, result_metadata, stream_chunks, token_usage, trace_summary
 from mfs_core.call.run import Call, Caller, CallStream
-from mfs_core.call.settings import memo_settings, rename_max_tokens, settings_fields, settings_from_fields
+from mfs_core.call.settings import (
+    ADAPTER_FIELDS, adapter_arguments, check_adapter_arguments, check_model_kwargs, memo_settings, rename_max_tokens, settings_fields,
+    settings_from_fields,
+)
 
 __all__ = [
-    "CALL_KEYWORDS", "SETTING_KEYWORDS", "Call", "CallInput", "CallKeywords", "CallStream", "Caller", "ChatInput",
-    "EngineSource", "PreparedCall", "Reply", "TextInput", "chat_message", "check_engine", "engine_for", "join_stops",
+    "ADAPTER_FIELDS", "CALL_KEYWORDS", "adapter_arguments", "SETTING_KEYWORDS", "Call", "CallInput", "CallKeywords", "CallStream", "Caller", "ChatInput",
+    "EngineSource", "check_adapter_arguments", "check_model_kwargs", "PreparedCall", "Reply", "TextInput", "chat_message", "check_engine", "engine_for", "join_stops",
     "memo_settings", "prepare", "prepare_call", "prepare_prompts", "render_chat", "rename_max_tokens", "result_metadata",
     "settings_fields", "settings_from_fields", "stream_chunks", "token_usage", "trace_summary", "uses_chat_template",
 ]

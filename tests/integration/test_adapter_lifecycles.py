@@ -13,6 +13,7 @@ import resource
 
 import pytest
 
+from mfs_core.call import adapter_arguments
 from mfs_core import MFSEngine, MFSSettings
 from mfs_core.engine import registry
 
@@ -36,14 +37,14 @@ def _rss_mib() -> float:
 def test_twenty_dropped_chat_models_leave_one_backend_alive() -> None:
     from langchain_mfs import ChatMFS
 
-    warm = ChatMFS(batch_size=99, **TINY)  # torch, transformers and the tokenizer imported and loaded once
+    warm = ChatMFS(**adapter_arguments({**TINY, "batch_size": 99}))  # torch, transformers and the tokenizer imported and loaded once
     assert warm.invoke(QUESTION).content
     del warm
     gc.collect()
     before, rss_before = _live_backends(), _rss_mib()
     kept = None
     for batch_size in range(100, 120):  # 20 distinct backend settings: 20 backends loaded in turn
-        chat = ChatMFS(batch_size=batch_size, **TINY)
+        chat = ChatMFS(**adapter_arguments({**TINY, "batch_size": batch_size}))
         assert chat.invoke(QUESTION).content
         kept = chat  # the previous one is dropped here
     gc.collect()
@@ -63,12 +64,12 @@ def test_an_llamaindex_llm_closes_its_engines_including_a_calls_other_backend() 
 
     gc.collect()
     before = _live_backends()
-    with MFSLLM(batch_size=13, **TINY) as llm:  # a backend setting no other test's engine shares
+    with MFSLLM(**adapter_arguments({**TINY, "batch_size": 13})) as llm:  # a backend setting no other test's engine shares
         assert llm.complete(QUESTION).text
         assert llm.complete(QUESTION, batch_size=7).text  # another backend setting: a second engine it owns
         assert _live_backends() == before + 2
     assert _live_backends() == before and llm.engine.closed
-    other = MFSLLM(batch_size=9, **TINY)
+    other = MFSLLM(**adapter_arguments({**TINY, "batch_size": 9}))
     assert _live_backends() == before + 1
     del other
     gc.collect()

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from mfs_core.call import adapter_arguments
 import pytest
 from llama_index.core import Document, PromptTemplate, Settings
 from llama_index.core.base.llms.types import (
@@ -190,4 +191,4 @@ class TestMFSLLMContract(CustomLLMContract):
 
     @pytest.fixture
     def llm(self) -> MFSLLM:
-        return MFSLLM(**SMALL)
+        return MFSLLM(**adapter_arguments(SMALL))

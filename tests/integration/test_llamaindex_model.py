@@ -13,6 +13,7 @@ import pytest
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 from llamaindex_mfs import MFSLLM
+from mfs_core.call import adapter_arguments
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest
@@ -25,7 +26,7 @@ RENDERED = f"<s><|user|>\n{QUESTION}\n<|assistant|>\nThe reasoning steps are:\n\
 
 @pytest.fixture
 def llm() -> MFSLLM:
-    return MFSLLM(**SMALL)
+    return MFSLLM(**adapter_arguments(SMALL))
 
 
 @pytest.fixture
@@ -61,7 +62,7 @@ def test_complete_and_chat_render_the_same_chat_prompt(llm: MFSLLM, prompts: lis
 
 
 def test_raw_format_sends_the_prompt_as_is(prompts: list[str], llm: MFSLLM) -> None:
-    raw = MFSLLM(**SMALL, prompt_format="raw")
+    raw = MFSLLM(**adapter_arguments({**SMALL, "prompt_format": "raw"}))
     assert raw.engine.backend is llm.engine.backend
     assert raw.metadata.is_chat_model is False
     raw.complete(RENDERED)

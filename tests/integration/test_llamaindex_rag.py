@@ -9,6 +9,7 @@ example itself and needs the trained demo model: it fails on the barely-trained 
 
 from __future__ import annotations
 
+from mfs_core.call import adapter_arguments
 import importlib.util
 import sys
 from collections.abc import Iterator
@@ -57,15 +58,15 @@ def dispatcher_handlers() -> Iterator[None]:
 
 
 def test_bm25_retrieves_the_fact_the_question_needs(example: ModuleType) -> None:
-    engine = example.build_query_engine(MFSLLM(**SMALL))
+    engine = example.build_query_engine(MFSLLM(**adapter_arguments(SMALL)))
     nodes = engine.retrieve(QueryBundle(example.QUESTION))
     assert [n.node.get_content() for n in nodes] == ["Maria has 24 stickers."]
-    two = example.build_query_engine(MFSLLM(**SMALL), top_k=2).retrieve(QueryBundle(example.QUESTION))
+    two = example.build_query_engine(MFSLLM(**adapter_arguments(SMALL)), top_k=2).retrieve(QueryBundle(example.QUESTION))
     assert two[0].node.get_content() == "Maria has 24 stickers." and two[0].score > two[1].score
 
 
 def test_query_prompts_the_model_with_one_word_problem(example: ModuleType, chat_events: EventRecorder) -> None:
-    response = example.build_query_engine(MFSLLM(**SMALL)).query(example.QUESTION)
+    response = example.build_query_engine(MFSLLM(**adapter_arguments(SMALL))).query(example.QUESTION)
     problem = f"Maria has 24 stickers. {example.QUESTION}"
     assert len(chat_events.of_type(LLMChatStartEvent)) == len(chat_events.of_type(LLMChatEndEvent)) == 1
     [message] = chat_events.of_type(LLMChatStartEvent)[0].messages
@@ -77,7 +78,7 @@ def test_query_prompts_the_model_with_one_word_problem(example: ModuleType, chat
 
 
 def test_streaming_query_streams_the_same_answer(example: ModuleType, chat_events: EventRecorder) -> None:
-    llm = MFSLLM(**SMALL)
+    llm = MFSLLM(**adapter_arguments(SMALL))
     normal = example.build_query_engine(llm).query(example.QUESTION)
     streaming = example.build_query_engine(llm, streaming=True).query(example.QUESTION)
     deltas = list(streaming.response_gen)

@@ -49,7 +49,7 @@ def test_langchain_with_retry_leaves_no_extra_decode_running() -> None:
     backend = SlowBackend()
     engine = MFSEngine(backend, SETTINGS)
     llm = MFSLLM(engine=engine, timeout=TIMEOUT, step_beam_size=2, num_rollouts=2, max_steps=ROUNDS,
-                 early_stopping=False)
+                 model_kwargs={"early_stopping": False})
     retried = llm.with_retry(stop_after_attempt=3, retry_if_exception_type=(TimeoutError,), wait_exponential_jitter=False)
     with pytest.raises(TimeoutError, match=r"abandoned: the engine stops them"):
         retried.invoke("Tom has 3 apples. He buys 4 more. How many apples?")
@@ -65,14 +65,14 @@ async def test_llamaindex_cancelled_and_timed_out_calls_leave_no_decode_running(
 
     backend = SlowBackend()
     engine = MFSEngine(backend, SETTINGS)
-    llm = MFSLLM(engine=engine, step_beam_size=2, num_rollouts=2, max_steps=ROUNDS, early_stopping=False)
+    llm = MFSLLM(engine=engine, step_beam_size=2, num_rollouts=2, max_steps=ROUNDS, model_kwargs={"early_stopping": False})
     messages = [ChatMessage(role="user", content="Tom has 3 apples. He buys 4 more. How many apples?")]
     with pytest.raises(asyncio.TimeoutError):  # the caller's own deadline cancels the awaiting task
         await asyncio.wait_for(llm.achat(messages), TIMEOUT)
     queued, calls, later = await asyncio.to_thread(_settled, engine, backend)
     assert (queued, later) == (0, calls)
     timed = MFSLLM(engine=engine, timeout=TIMEOUT, step_beam_size=2, num_rollouts=2, max_steps=ROUNDS,
-                   early_stopping=False)
+                   model_kwargs={"early_stopping": False})
     with pytest.raises(TimeoutError, match="abandoned"):
         timed.complete("Tom has 3 apples. He buys 4 more. How many apples?")
     stream = timed.stream_chat(messages)

@@ -160,7 +160,7 @@ def test_without_the_name_constraint_the_model_names_a_tool_it_was_not_given() -
 
     from langchain_mfs import ChatMFS
 
-    message = ChatMFS(**SETTINGS, constrain_tool_names=False, constrain_actions=False).bind_tools([tool(add), tool(multiply)]).invoke(QUESTION)
+    message = ChatMFS(**SETTINGS, model_kwargs={"constrain_tool_names": False, "constrain_actions": False}).bind_tools([tool(add), tool(multiply)]).invoke(QUESTION)
     print(message.invalid_tool_calls)
     assert not message.tool_calls
     assert message.invalid_tool_calls and message.invalid_tool_calls[0]["name"] not in ("add", "multiply")

@@ -121,7 +121,7 @@ def test_bound_tools_with_the_default_prefix_give_a_tool_call(qwen_engine: Any, 
 
     from langchain_mfs import ChatMFS
 
-    search = {"step_beam_size": 2, "num_rollouts": 2, "max_steps": 1, "max_step_tokens": 12} if method == "mfs" else {}
+    search = {"step_beam_size": 2, "num_rollouts": 2, "max_steps": 1, "model_kwargs": {"max_step_tokens": 12}} if method == "mfs" else {}
     chat = ChatMFS(engine=qwen_engine, model=QWEN, device="cpu", method=method, max_answer_tokens=48, seed=0, **search)
     reply = chat.bind_tools([tool(multiply)]).invoke("What is 23 times 17? Use the multiply tool.")
     print(method, repr(reply.content), reply.tool_calls)

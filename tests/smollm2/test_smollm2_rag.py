@@ -12,6 +12,7 @@ chain repeats exactly.
 
 from __future__ import annotations
 
+from mfs_core.call import adapter_arguments
 import importlib.util
 from types import ModuleType
 from typing import Any
@@ -45,7 +46,7 @@ def test_query_engine_puts_the_retrieved_document_in_the_prompt(
     from tests.llamaindex_events import recording
 
     fact = rag_benchmark.FACTS[0]
-    engine = rag_benchmark.build_query_engine(rag_benchmark.build_index(), MFSLLM(engine=smollm2_engine, **SMALL))
+    engine = rag_benchmark.build_query_engine(rag_benchmark.build_index(), MFSLLM(engine=smollm2_engine, **adapter_arguments(SMALL)))
     with recording() as handler:
         response = engine.query(fact.question)
     assert fact.text in [node.node.get_content() for node in response.source_nodes]
@@ -64,7 +65,7 @@ def test_chat_engine_puts_the_retrieved_document_in_the_prompt(
     from llamaindex_mfs import MFSLLM
 
     fact = rag_benchmark.FACTS[2]
-    engine = rag_benchmark.build_chat_engine(rag_benchmark.build_index(), MFSLLM(engine=smollm2_engine, **SMALL))
+    engine = rag_benchmark.build_chat_engine(rag_benchmark.build_index(), MFSLLM(engine=smollm2_engine, **adapter_arguments(SMALL)))
     assert isinstance(engine, CondensePlusContextChatEngine)
     response = engine.chat(fact.question)
     assert fact.text in [node.node.get_content() for node in response.source_nodes]
@@ -81,7 +82,7 @@ def test_langchain_chain_puts_the_retrieved_document_in_the_prompt(
     fact = rag_benchmark.FACTS[1]
     retriever = rag_benchmark.build_retriever()
     assert fact.text in [document.page_content for document in retriever.invoke(fact.question)]
-    answer = rag_benchmark.build_chain(retriever, ChatMFS(engine=smollm2_engine, **SMALL)).invoke(fact.question)
+    answer = rag_benchmark.build_chain(retriever, ChatMFS(engine=smollm2_engine, **adapter_arguments(SMALL))).invoke(fact.question)
     _check_prompts(model_prompts, fact, "Answer the question using only the context below.")
     assert isinstance(answer, str) and answer.strip()
 
@@ -91,7 +92,7 @@ def test_a_seeded_chain_repeats_exactly(rag_benchmark: ModuleType, smollm2_engin
     from langchain_mfs import ChatMFS
 
     fact = rag_benchmark.FACTS[3]
-    chain = rag_benchmark.build_chain(rag_benchmark.build_retriever(), ChatMFS(engine=smollm2_engine, **{**SMALL, "seed": 7}))
+    chain = rag_benchmark.build_chain(rag_benchmark.build_retriever(), ChatMFS(engine=smollm2_engine, **adapter_arguments({**SMALL, "seed": 7})))
     first = chain.invoke(fact.question)
     requests = len(model_prompts)
     again = chain.invoke(fact.question)

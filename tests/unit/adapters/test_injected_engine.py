@@ -42,7 +42,7 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> list[MFSSettings]:
 @pytest.mark.parametrize("cls", [langchain_mfs.ChatMFS, langchain_mfs.MFSLLM, llamaindex_mfs.MFSLLM])
 def test_a_differing_backend_field_is_refused_at_construction(cls, engine: MFSEngine, loads: list) -> None:
     with pytest.raises(ValueError) as caught:
-        cls(engine=engine, max_retries=5)
+        cls(engine=engine, model_kwargs={"max_retries": 5})
     message = str(caught.value)
     assert "\n" not in message
     assert message == (
@@ -76,7 +76,7 @@ def test_equal_backend_settings_use_the_engine(engine: MFSEngine, loads: list) -
     same = MFSSettings(step_beam_size=4, seed=3, max_retries=3)
     assert engine_for(same, engine) is engine
     for cls in (langchain_mfs.ChatMFS, langchain_mfs.MFSLLM, llamaindex_mfs.MFSLLM):
-        assert cls(engine=engine, max_retries=3, model="mfs-demo").engine is engine
+        assert cls(engine=engine, model="mfs-demo", model_kwargs={"max_retries": 3}).engine is engine
 
 
 def test_backend_settings_list_what_backend_key_listed() -> None:

@@ -19,6 +19,7 @@ from llama_index.core.llms.custom import CustomLLM
 import llamaindex_mfs
 from llamaindex_mfs import MFSLLM
 from llamaindex_mfs import base as llamaindex_base
+from mfs_core.call import ADAPTER_FIELDS
 from mfs_core.call import stream_chunks
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import DEMO_ASSISTANT_PREFIX, DEMO_MODEL, MFSSettings
@@ -71,14 +72,14 @@ def test_exports() -> None:
     assert MFSLLM.class_name() == "MFSLLM"
 
 
-def test_every_setting_is_an_optional_field_with_its_description() -> None:
-    for name, setting in MFSSettings.model_fields.items():
-        field = MFSLLM.model_fields[name]
+def test_every_flat_setting_is_an_optional_field_with_its_description() -> None:
+    for name in ADAPTER_FIELDS:
+        setting, field = MFSSettings.model_fields[name], MFSLLM.model_fields[name]
         assert field.default is None, name
         assert setting.description in field.description, name
         assert f"MFS_{name.upper()}" in field.description, name
     own = set(MFSLLM.model_fields) - set(CustomLLM.model_fields) | {"system_prompt"}
-    assert own == set(MFSSettings.model_fields) | {"engine", "method", "timeout"}
+    assert own == set(ADAPTER_FIELDS) | {"engine", "method", "timeout", "model_kwargs"}
     for name in own:
         assert MFSLLM.model_fields[name].description, name
 
@@ -96,7 +97,7 @@ def test_a_bad_setting_names_the_field(backend: ScriptedBackend) -> None:
     with pytest.raises(pydantic.ValidationError, match="step_beam_size"):
         MFSLLM(engine=make_engine(backend), step_beam_size=0)
     with pytest.raises(pydantic.ValidationError, match="min_steps"):
-        MFSLLM(engine=make_engine(backend), min_steps=9)  # > max_steps = 3
+        MFSLLM(engine=make_engine(backend), model_kwargs={"min_steps": 9})  # > max_steps = 3
 
 
 def test_an_unknown_method_is_refused(backend: ScriptedBackend) -> None:
@@ -125,8 +126,8 @@ def test_metadata_comes_from_the_loaded_model_and_settings(backend: ScriptedBack
 
 
 def test_is_chat_model_follows_the_prompt_format(backend: ScriptedBackend) -> None:
-    assert MFSLLM(engine=make_engine(backend), prompt_format="raw").metadata.is_chat_model is False
-    assert MFSLLM(engine=make_engine(backend), prompt_format="chat").metadata.is_chat_model is True
+    assert MFSLLM(engine=make_engine(backend), model_kwargs={"prompt_format": "raw"}).metadata.is_chat_model is False
+    assert MFSLLM(engine=make_engine(backend), model_kwargs={"prompt_format": "chat"}).metadata.is_chat_model is True
     no_template = ScriptedBackend(solve, chat_template=None)
     assert MFSLLM(engine=make_engine(no_template)).metadata.is_chat_model is False
 
@@ -162,7 +163,7 @@ def test_complete_renders_the_system_prompt_as_a_system_message(backend: Scripte
 
 
 def test_raw_format_sends_the_prompt_verbatim(backend: ScriptedBackend) -> None:
-    llm = MFSLLM(engine=make_engine(backend), prompt_format="raw", system_prompt="ignored in raw")
+    llm = MFSLLM(engine=make_engine(backend), model_kwargs={"prompt_format": "raw"}, system_prompt="ignored in raw")
     prompt = f"Question: {QUESTION}\nAnswer: {PREFIX}"
     assert llm.complete(prompt).text == ANSWER_TEXT
     assert backend.requests[0].prompt == prompt
@@ -261,7 +262,7 @@ def test_chat_in_raw_format_joins_messages_with_messages_to_prompt(backend: Scri
     def join(messages: Sequence[ChatMessage]) -> str:
         return "\n".join(f"{m.role.value}: {m.content}" for m in messages) + "\n" + PREFIX
 
-    llm = MFSLLM(engine=make_engine(backend), prompt_format="raw", messages_to_prompt=join)
+    llm = MFSLLM(engine=make_engine(backend), model_kwargs={"prompt_format": "raw"}, messages_to_prompt=join)
     response = llm.chat([ChatMessage(role=MessageRole.USER, content=QUESTION)])
     assert response.message.content == ANSWER_TEXT
     assert backend.requests[0].prompt == f"user: {QUESTION}\n{PREFIX}"

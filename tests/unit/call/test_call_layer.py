@@ -44,13 +44,15 @@ def test_the_keywords_are_read_once_with_max_tokens_renamed_and_stops_joined() -
 
 
 def test_settings_are_rebuilt_only_when_a_field_value_changes() -> None:
-    values = {**SETTINGS.model_dump()}
-    memo = memo_settings(None, values, None)
-    assert memo[1] == SETTINGS and memo_settings(memo, dict(values), None) is memo
-    changed = memo_settings(memo, {**values, "seed": 9}, None)
+    values = {"seed": SETTINGS.seed, "stop_epsilon": SETTINGS.stop_epsilon, "api_key": None}
+    memo = memo_settings(None, values, SETTINGS, none_unset=False)
+    assert memo[1] == SETTINGS and memo_settings(memo, dict(values), SETTINGS, none_unset=False) is memo
+    changed = memo_settings(memo, {**values, "seed": 9}, SETTINGS, none_unset=False)
     assert changed is not memo and changed[1].seed == 9 and changed[1].step_beam_size == 2
-    based = memo_settings(None, {name: None for name in values} | {"num_rollouts": 5}, SETTINGS)
-    assert (based[1].num_rollouts, based[1].step_beam_size) == (5, 2)  # None: the base's value
+    unset = memo_settings(None, {"seed": None, "num_rollouts": 5}, SETTINGS.changed(seed=4), none_unset=True)
+    assert (unset[1].num_rollouts, unset[1].step_beam_size, unset[1].seed) == (5, 2, 4)  # None: the base's value
+    kept = memo_settings(None, {"api_key": None}, SETTINGS.changed(api_key="sk-x"), none_unset=False)
+    assert kept[1].api_key is None  # LangChain's fields hold the setting itself, None included
 
 
 def test_run_stream_and_arun_give_the_same_reply_cut_at_the_joined_stops() -> None:
