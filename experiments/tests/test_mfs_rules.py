@@ -1,9 +1,10 @@
 """The added search rules (``vote_rollouts``, ``answer_stop_confidence``, ``convergence_min_paths``) against a
 scripted backend, with hand-computed numbers.
 
-The scenario of ``test_mfs_decoder.py`` (raw prompt "Q:", M = 2, N = 2, λ1 = 0.4): at t = 0 the
-survivors a and b get rollouts answering 1 (F = -0.2) and 2 (F = -0.4); at t = 1 the survivors a2
-and b2 get rollouts answering 1 (F = -0.1) and 2 (F = -0.35). V(a2) = +0.1, V(b2) = +0.05.
+The scenario of ``tests/mfs_scenario.py``, worked out in ``test_mfs_decoder.py`` (raw prompt "Q:", M = 2,
+N = 2, λ1 = 0.4): at t = 0 the survivors a and b get rollouts answering 1 (F = -0.2) and 2 (F = -0.4);
+at t = 1 the survivors a2 and b2 get rollouts answering 1 (F = -0.1) and 2 (F = -0.35).
+V(a2) = +0.1, V(b2) = +0.05.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from mfs_core.bench.runner import score_result
 from mfs_core.decoders import PAPER_RULES
 from mfs_core.martingale import effective_counts, lead_probability
 import experiments.variants  # noqa: F401  (the variants by name)
+from tests.mfs_scenario import END, ROLLOUTS, STEP_STOP, STEPS, scripted_model
 from tests.scripted import ScriptedBackend, continuation
 from tests.trace_invariants import assert_trace
-from tests.unit.decoders.test_mfs_decoder import END, ROLLOUTS, STEP_STOP, STEPS, scripted_model
 
 AGREEING = {prompt: ("The answer is: \\boxed{1}.", lp) for prompt, (_, lp) in ROLLOUTS.items()}
 BASE = dict(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=2, seed=0,

@@ -24,7 +24,7 @@ pytestmark = [
 ]
 
 from tests.conftest import SMALL_SEARCH  # noqa: E402 - the CPU engine's search, so both decode alike
-from tests.integration.test_engine_demo import QUESTIONS  # noqa: E402 - the demo questions the CPU tests decode
+from tests.demo_questions import QUESTIONS  # noqa: E402 - the demo questions the CPU tests decode
 
 
 @pytest.fixture(scope="module")

@@ -6,16 +6,7 @@ import pytest
 
 from mfs_core import MFSEngine, MFSSettings
 from mfs_core.errors import ContextWindowError
-
-QUESTIONS = [
-    "Tom has 3 apples. Then Tom buys 4 more apples. How many apples does Tom have now?",
-    "Grace has 7 bags with 9 cards in each bag. Sadly, 6 cards break. How many cards are there now?",
-    # Questions 0 and 6 of the first demo model's held-out set.
-    "Zoe starts with 32 dollars. After that, Zoe picks up another 10 dollars. Zoe multiplies the dollars by 2. "
-    "How many dollars are left?",
-    "Oscar counts 27 dollars in the wallet. Then Oscar gives away 23 dollars. Someone puts 22 more dollars in the "
-    "wallet. 19 dollars are lost. What is the final number of dollars?",
-]
+from tests.demo_questions import QUESTIONS
 
 
 def _comparable(result):

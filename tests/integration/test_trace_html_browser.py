@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from mfs_core.trace_html import write_trace_html
-from tests.unit.engine.test_trace_views import searched
+from tests.synthetic_search import searched
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

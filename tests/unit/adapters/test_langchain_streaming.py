@@ -13,29 +13,10 @@ from langchain_mfs import ChatMFS, MFSLLM
 from mfs_core.engine import MFSEngine
 from mfs_core.events import StepEvent, StopEvent
 from mfs_core.streaming import ReasoningText
-from tests.scripted import ScriptedBackend, continuation
-from tests.scripted import END, _unit
-from tests.unit.engine.test_engine import SETTINGS
+from tests.engine_decodes import SETTINGS
+from tests.three_step_model import synthetic_model
 
 QUESTION = "question 3: how many?"
-
-
-def synthetic_model() -> ScriptedBackend:
-    """A scripted 'model' whose paths take three steps (``step k``) and then answer."""
-
-    def script(request):
-        conts = []
-        for i in range(request.n):
-            lp = -0.05 - _unit(request.prompt, request.seed, i)
-            if request.stop == (END,):
-                conts.append(continuation("The answer is: \\boxed{7}.", logprobs=[lp] * 3, stop_reason=END))
-            elif request.prompt.count("step ") >= 3:
-                conts.append(continuation("The answer is: \\boxed{7}.", logprobs=[lp] * 2, stop_reason=END))
-            else:
-                conts.append(continuation(f"step {int(-lp * 3)}", logprobs=[lp] * 2, stop_reason="\n"))
-        return conts
-
-    return ScriptedBackend(script)
 
 
 def _untimed(reasoning: str) -> str:

@@ -11,8 +11,8 @@ from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llamaindex_mfs import MFSLLM
 from llamaindex_mfs.events import MFSStepEvent, MFSStopEvent
 from mfs_core.engine import MFSEngine
-from tests.unit.engine.test_engine import SETTINGS
-from tests.unit.adapters.test_langchain_streaming import synthetic_model
+from tests.engine_decodes import SETTINGS
+from tests.three_step_model import synthetic_model
 
 MESSAGES = [ChatMessage(role=MessageRole.USER, content="question 3: how many?")]
 

@@ -4,9 +4,7 @@ the dead engine raise the same error; the HTTP backend says when every replica i
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Sequence
 
 import pytest
 
@@ -15,50 +13,9 @@ import llamaindex_mfs
 import mfs_core.engine.registry
 from mfs_core import MFSEngine, MFSSettings
 from mfs_core.errors import BackendDeadError, MFSError
-from mfs_core.types import Continuation, GenerationRequest
-from tests.scripted import ScriptedBackend, continuation
+from tests.dying_backend import REASON, SETTINGS, DyingBackend
 
-SETTINGS = MFSSettings(step_beam_size=2, num_rollouts=2, max_steps=2)
-REASON = "vLLM's engine core died (EngineCore_DP0 exited with signal 9)"
 QUESTION = "Tom has 3 apples. He buys 4 more. How many now?"
-
-
-def _answer(request: GenerationRequest) -> list[Continuation]:
-    return [continuation("3 + 4 = 7\nThe answer is: \\boxed{7}.<end_of_reasoning>", mean_logprob=-0.1)] * request.n
-
-
-class DyingBackend(ScriptedBackend):
-    """A scripted backend that can die (``dead_reason``, as the vLLM backend reports it) and can hold its calls.
-
-    Attributes:
-        attempts: ``generate`` calls made, failed ones included.
-        entered: set once a held call has started.
-    """
-
-    def __init__(self, hold: bool = False) -> None:
-        super().__init__(_answer)
-        self.dead_reason: str | None = None
-        self.closed = False
-        self.attempts = 0
-        self.entered = threading.Event()
-        self.release = threading.Event()
-        if not hold:
-            self.release.set()
-
-    def die(self, reason: str = REASON) -> None:
-        self.dead_reason = reason
-        self.release.set()
-
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Continuation]]:
-        self.attempts += 1
-        self.entered.set()
-        self.release.wait(10)
-        if self.dead_reason is not None:
-            raise RuntimeError("EngineDeadError: EngineCore encountered an issue")  # what vLLM raises
-        return super().generate(requests)
-
-    def close(self) -> None:
-        self.closed = True
 
 
 def test_decodes_in_flight_fail_with_backend_dead_error_without_a_retry_each() -> None:

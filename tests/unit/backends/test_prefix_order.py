@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from test_vllm_backend import EOS, make_backend
-
 from mfs_core.backends._hf import prefix_order
 from mfs_core.types import GenerationRequest
+from tests.vllm_stand_ins import EOS, make_backend
 
 
 def test_an_order_that_already_groups_prefixes_is_kept():

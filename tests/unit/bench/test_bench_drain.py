@@ -15,8 +15,8 @@ from mfs_core.bench.runner import RECORDS_FILE, parse_methods, run_bench
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import MFSSettings
 from mfs_core.types import GenerationRequest
+from tests.bench_demo import demo_set, seven_script
 from tests.scripted import ScriptedBackend
-from tests.unit.bench.test_bench_runner import _demo_set, _script
 
 
 def test_a_set_stop_drains_the_questions_in_flight_and_a_rerun_resumes(tmp_path: Path) -> None:
@@ -25,11 +25,11 @@ def test_a_set_stop_drains_the_questions_in_flight_and_a_rerun_resumes(tmp_path:
     def script(request: GenerationRequest) -> list:
         if "Anna" in request.prompt:  # question 1, decoded in the same call as question 0
             stop.set()
-        return _script(request)
+        return seven_script(request)
 
     backend = ScriptedBackend(script)
     engine = MFSEngine(backend, MFSSettings(step_beam_size=2, num_rollouts=2, max_steps=2))
-    data = _demo_set()
+    data = demo_set()
     records = run_bench(engine, data, parse_methods("cot,mfs"), tmp_path, concurrency=2, stop=stop)
     # Questions 0 and 1 were in flight when the stop came: both finished and were recorded;
     # questions 2 and 3 never started and mfs was skipped.
@@ -50,11 +50,11 @@ def test_a_set_stop_drains_the_questions_in_flight_and_a_rerun_resumes(tmp_path:
 
 
 def test_a_stop_set_before_the_run_decodes_nothing(tmp_path: Path) -> None:
-    backend = ScriptedBackend(_script)
+    backend = ScriptedBackend(seven_script)
     engine = MFSEngine(backend, MFSSettings(step_beam_size=2, num_rollouts=2, max_steps=2))
     stop = threading.Event()
     stop.set()
-    assert run_bench(engine, _demo_set(), parse_methods("cot"), tmp_path, stop=stop) == []
+    assert run_bench(engine, demo_set(), parse_methods("cot"), tmp_path, stop=stop) == []
     assert backend.num_calls == 0  # not even the warm-up
 
 

@@ -15,26 +15,16 @@ from mfs_core.bench.runner import RECORDS_FILE, auto_sc_k, load_records, parse_m
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import MFSSettings
 from mfs_core.types import GenerationRequest
+from tests.bench_demo import demo_set, seven_script
 from tests.scripted import ScriptedBackend, continuation
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 END = "<end_of_reasoning>"
 
 
-def _script(request: GenerationRequest) -> list:
-    """Steps of 2 tokens; completions "x = 7" + the boxed 7 (7 whitespace tokens)."""
-    if "\n" in request.stop:
-        return [continuation("x = 7", mean_logprob=-0.1 * (i + 1), stop_reason="\n") for i in range(request.n)]
-    return [continuation("x = 7\nThe answer is: \\boxed{7}.", mean_logprob=-0.5, stop_reason=END)] * request.n
-
-
 def _engine() -> tuple[MFSEngine, ScriptedBackend]:
-    backend = ScriptedBackend(_script)
+    backend = ScriptedBackend(seven_script)
     return MFSEngine(backend, MFSSettings(step_beam_size=2, num_rollouts=2, max_steps=2)), backend
-
-
-def _demo_set(limit: int | None = None):
-    return load_dataset(str(FIXTURES / "demo_heldout.json"), kind="demo", limit=limit)
 
 
 def test_parse_methods_and_lambda_sweep() -> None:
@@ -49,7 +39,7 @@ def test_parse_methods_and_lambda_sweep() -> None:
 
 def test_run_writes_one_record_per_question_and_method(tmp_path: Path) -> None:
     engine, backend = _engine()
-    data = _demo_set()
+    data = demo_set()
     methods = parse_methods("cot,sc,mfs,mfs-no-prune:mfs:width_pruning=false")  # phi: see test_phi.py and the integration test
     records = run_bench(engine, data, methods, tmp_path, sc_k="auto", concurrency=3)
     assert len(records) == 4 * len(data.examples)
@@ -74,7 +64,7 @@ def test_run_writes_one_record_per_question_and_method(tmp_path: Path) -> None:
 
 def test_an_interrupted_run_resumes_without_redoing_finished_questions(tmp_path: Path) -> None:
     engine, backend = _engine()
-    data = _demo_set()
+    data = demo_set()
     methods = parse_methods("cot,mfs")
     run_bench(engine, data, methods, tmp_path, concurrency=2)
     lines = (tmp_path / RECORDS_FILE).read_text().splitlines()
@@ -99,16 +89,16 @@ def test_an_interrupted_run_resumes_without_redoing_finished_questions(tmp_path:
 
 def test_resume_extends_to_more_questions_and_refuses_another_run(tmp_path: Path) -> None:
     engine, backend = _engine()
-    run_bench(engine, _demo_set(limit=2), parse_methods("cot"), tmp_path)
+    run_bench(engine, demo_set(limit=2), parse_methods("cot"), tmp_path)
     # An untimed warm-up decode (8 tokens), then both questions in one generate call.
     assert backend.num_calls == 2
     assert [(len(call), call[0].max_tokens) for call in backend.calls] == [(1, 8), (2, 512)]
-    records = run_bench(engine, _demo_set(), parse_methods("cot"), tmp_path, warmup=False)
+    records = run_bench(engine, demo_set(), parse_methods("cot"), tmp_path, warmup=False)
     assert [r["index"] for r in records] == [0, 1, 2, 3]
     assert len(backend.requests) == 1 + 4  # questions 2 and 3 only were added
     other = MFSSettings(step_beam_size=3, num_rollouts=2, max_steps=2)
     with pytest.raises(ValueError, match=r"holds a run with other \['settings'\]"):
-        run_bench(engine, _demo_set(), parse_methods("cot"), tmp_path, settings=other)
+        run_bench(engine, demo_set(), parse_methods("cot"), tmp_path, settings=other)
 
 
 def test_a_failing_decode_is_recorded_and_counted_wrong(tmp_path: Path) -> None:
@@ -116,11 +106,11 @@ def test_a_failing_decode_is_recorded_and_counted_wrong(tmp_path: Path) -> None:
         if "Anna" in request.prompt:
             msg = "prompt too long for the scripted model"
             raise ValueError(msg)
-        return _script(request)
+        return seven_script(request)
 
     backend = ScriptedBackend(script)
     engine = MFSEngine(backend, MFSSettings(step_beam_size=2, num_rollouts=2, max_steps=2))
-    records = run_bench(engine, _demo_set(), parse_methods("cot"), tmp_path, concurrency=4)
+    records = run_bench(engine, demo_set(), parse_methods("cot"), tmp_path, concurrency=4)
     failed = [r for r in records if r["error"]]
     assert [r["index"] for r in failed] == [1]
     assert "prompt too long" in failed[0]["error"] and failed[0]["correct"] is False
@@ -171,7 +161,7 @@ def test_summary_table_csv_json_and_plot(tmp_path: Path) -> None:
 
 
 def test_paper_set_prompts_follow_the_release() -> None:
-    backend = ScriptedBackend(_script)
+    backend = ScriptedBackend(seven_script)
     settings = MFSSettings()
     data = load_dataset("gsm8k", data_dir=FIXTURES / "data", limit=1)
     prompt = render_example(data.examples[0], backend, settings)
@@ -184,7 +174,7 @@ def test_paper_set_prompts_follow_the_release() -> None:
     reclor = load_dataset("reclor", data_dir=FIXTURES / "data", limit=1).examples[0]
     assert reclor.question.startswith("Passage: ") and "\nQuestion: " in reclor.question
     assert [line[:3] for line in reclor.question.splitlines()[-4:]] == ["A. ", "B. ", "C. ", "D. "]
-    demo = _demo_set(limit=1).examples[0]
+    demo = demo_set(limit=1).examples[0]
     assert render_example(demo, backend, settings) == f"<s><|user|>\n{demo.question}\n<|assistant|>\nThe reasoning steps are:\n\n"
 
 

@@ -22,22 +22,8 @@ import pytest
 from mfs_core import MFSEngine, MFSSettings
 from mfs_core.decoders import PAPER_RULES
 from mfs_core.decoders.mfs import decode_mfs
+from tests.mfs_scenario import END, ROLLOUTS, STEP_STOP, STEPS, scripted_model
 from tests.scripted import ScriptedBackend, continuation
-
-END = "<end_of_reasoning>"
-STEP_STOP = ("\n", END)
-
-STEPS = {
-    "Q:": [("a", -0.1), ("b", -0.5), ("c", -0.9), ("d", -1.3)],
-    "Q:a\n": [("a2", -0.2), ("a3", -0.6)],
-    "Q:b\n": [("b2", -0.3), ("b3", -0.7)],
-}
-ROLLOUTS = {
-    "Q:a\n": ("The answer is: \\boxed{1}.", -0.2),
-    "Q:b\n": ("The answer is: \\boxed{2}.", -0.4),
-    "Q:a\na2\n": ("The answer is: \\boxed{1}.", -0.1),
-    "Q:b\nb2\n": ("The answer is: \\boxed{2}.", -0.35),
-}
 
 
 def paper_settings(**fields: object) -> MFSSettings:
@@ -45,19 +31,6 @@ def paper_settings(**fields: object) -> MFSSettings:
     kept beams and its convergence stop; the added rules are tested in
     experiments/tests/test_mfs_rules.py."""
     return MFSSettings(**{**PAPER_RULES, **fields})
-
-
-def scripted_model(steps=STEPS, rollouts=ROLLOUTS):
-    def script(request):
-        if request.stop == STEP_STOP:
-            options = steps[request.prompt]
-            assert request.n == len(options), (request.prompt, request.n)
-            return [continuation(text, logprobs=[lp, lp], stop_reason="\n") for text, lp in options]
-        assert request.stop == (END,)
-        text, lp = rollouts[request.prompt]
-        return [continuation(text, logprobs=[lp] * 4, stop_reason=END)] * request.n
-
-    return ScriptedBackend(script, num_parameters=1000)
 
 
 def drive(decoder, backend):

@@ -2,8 +2,9 @@
 fixed window of the rollout, the anytime-valid answer stop (beside or instead of eq. 12), the
 quality-weighted vote, and the same stop and vote for `sc` and `esc`.
 
-The MFS scenario is test_mfs_decoder.py's (raw prompt "Q:", M = N = 2, λ1 = 0.4, two steps): the
-survivors a, b (t = 0) and a2, b2 (t = 1) get rollouts with F = -0.2, -0.4, -0.1, -0.35.
+The MFS scenario is tests/mfs_scenario.py's, worked out in test_mfs_decoder.py (raw prompt "Q:",
+M = N = 2, λ1 = 0.4, two steps): the survivors a, b (t = 0) and a2, b2 (t = 1) get rollouts with
+F = -0.2, -0.4, -0.1, -0.35.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import pytest
 from mfs_core import MFSEngine, MFSSettings
 from mfs_core.decoders import PAPER_RULES
 from mfs_core.decoders.mfs_foresight import joined_rollout
+from tests.mfs_scenario import END, ROLLOUTS, STEP_STOP, STEPS, scripted_model
 from tests.scripted import ScriptedBackend, continuation
 from tests.trace_invariants import assert_trace
-from tests.unit.decoders.test_mfs_decoder import END, ROLLOUTS, STEP_STOP, STEPS, scripted_model
 
 BASE = dict(prompt_format="raw", step_beam_size=2, num_rollouts=2, prune_lambda=0.4, max_steps=2, seed=0,
             **PAPER_RULES)
@@ -34,7 +35,7 @@ def run(steps=STEPS, rollouts=ROLLOUTS, backend=None, **overrides):
 
 
 def windowed_model(window_tokens: int = 2):
-    """test_mfs_decoder's model, each rollout 5 tokens: ``HEAD`` at the scenario's F per token, then the
+    """tests/mfs_scenario.py's model, each rollout 5 tokens: ``HEAD`` at the scenario's F per token, then the
     rest at ``REST_LOGPROB``. A request for fewer than 5 tokens gets ``HEAD`` cut by the cap; a request
     from after ``HEAD`` gets the rest."""
     def script(request):

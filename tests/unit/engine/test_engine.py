@@ -7,20 +7,10 @@ import asyncio
 import pytest
 from pydantic import ValidationError
 
-from mfs_core import MFSEngine, MFSSettings
+from mfs_core import MFSEngine
 from mfs_core.errors import ContextWindowError
+from tests.engine_decodes import QUESTIONS, SETTINGS, comparable
 from tests.scripted import ScriptedBackend, synthetic_model
-
-
-
-QUESTIONS = [f"question {i}: how many?" for i in range(8)]
-SETTINGS = MFSSettings(prompt_format="raw", step_beam_size=2, num_rollouts=3, max_steps=6, prune_lambda=0.0)
-
-
-def _comparable(result):
-    data = result.to_dict()
-    data.pop("wall_seconds")
-    return data
 
 
 def test_eight_decoders_in_lockstep_cost_as_many_calls_as_the_longest_alone():
@@ -33,7 +23,7 @@ def test_eight_decoders_in_lockstep_cost_as_many_calls_as_the_longest_alone():
     backend = synthetic_model()
     together = MFSEngine(backend, SETTINGS).decode(QUESTIONS)
     assert backend.num_calls == max(alone_calls)
-    assert [_comparable(r) for r in together] == [_comparable(r) for r in alone_results]
+    assert [comparable(r) for r in together] == [comparable(r) for r in alone_results]
 
 
 def test_async_callers_are_batched_together():

@@ -11,8 +11,8 @@ from mfs_core import MFSEngine, MFSSettings
 from mfs_core.events import StepEvent, StopEvent, committed_prefix, step_summary, stop_summary
 from mfs_core.streaming import ReasoningText
 from mfs_core.types import Candidate, DecodeResult, StepTrace
-from tests.scripted import ScriptedBackend
-from tests.unit.engine.test_engine import QUESTIONS, SETTINGS, _comparable, synthetic_model
+from tests.engine_decodes import QUESTIONS, SETTINGS, comparable
+from tests.scripted import ScriptedBackend, synthetic_model
 
 
 def test_listeners_change_neither_the_backend_calls_nor_the_results():
@@ -23,7 +23,7 @@ def test_listeners_change_neither_the_backend_calls_nor_the_results():
     results = MFSEngine(listened, SETTINGS).decode(QUESTIONS, on_event=events.append)
     assert listened.num_calls == quiet.num_calls
     assert [len(batch) for batch in listened.calls] == [len(batch) for batch in quiet.calls]
-    assert [_comparable(r) for r in results] == [_comparable(r) for r in plain]
+    assert [comparable(r) for r in results] == [comparable(r) for r in plain]
     # Per decode: one StepEvent per traced step, in order and equal to the trace, then the stop.
     for index, result in enumerate(results):
         mine = [e for e in events if e.index == index]
@@ -83,7 +83,7 @@ def test_stream_prompts_async_yields_steps_then_the_stop():
     assert isinstance(events[-1], StopEvent) and all(isinstance(e, StepEvent) for e in events[:-1])
     assert [e.step.step for e in events[:-1]] == list(range(len(events) - 1))
     plain = MFSEngine(synthetic_model(), SETTINGS).decode([QUESTIONS[0]])[0]
-    assert _comparable(events[-1].result) == _comparable(plain)
+    assert comparable(events[-1].result) == comparable(plain)
 
 
 def test_a_raising_listener_fails_no_decode():
@@ -94,7 +94,7 @@ def test_a_raising_listener_fails_no_decode():
     futures = engine.submit_prompts([engine.render(q) for q in QUESTIONS[:2]], on_event=bad)
     results = [f.result(timeout=30) for f in futures]
     plain = MFSEngine(synthetic_model(), SETTINGS).decode(QUESTIONS[:2])
-    assert [_comparable(r) for r in results] == [_comparable(r) for r in plain]
+    assert [comparable(r) for r in results] == [comparable(r) for r in plain]
 
 
 def test_a_failed_decode_ends_its_stream_with_its_exception_after_its_steps():

@@ -13,15 +13,8 @@ import pytest
 from scripted import ScriptedBackend, continuation
 
 from mfs_core.engine.lockstep import LockstepScheduler
-from mfs_core.types import DecodeResult, GenerationRequest
-
-
-def rounds(name: str, count: int, tokens: int, requests: int = 1):
-    """A decode of ``count`` rounds, each ``requests`` requests of ``tokens`` tokens (prompt = ``name``)."""
-    for _ in range(count):
-        yield [GenerationRequest(prompt=name, n=1, max_tokens=tokens) for _ in range(requests)]
-    return DecodeResult(text=name, answer=name, vote_share=1.0, stop_reason="max_steps", prompt_tokens=0,
-                        output_tokens=count * tokens * requests, flops=0.0)
+from mfs_core.types import GenerationRequest
+from tests.request_rounds import rounds
 
 
 def gated_backend() -> tuple[ScriptedBackend, list[list[str]], threading.Event]:

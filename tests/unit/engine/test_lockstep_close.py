@@ -7,9 +7,9 @@ when the exit hook's close left the idle worker unwinding beside the interpreter
 from __future__ import annotations
 
 from scripted import ScriptedBackend, continuation
-from test_fair_share import rounds
 
 from mfs_core.engine.lockstep import LockstepScheduler
+from tests.request_rounds import rounds
 
 
 def test_close_returns_after_the_idle_worker_left() -> None:

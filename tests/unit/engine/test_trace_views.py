@@ -14,13 +14,9 @@ from mfs_core.martingale import width_prune
 from mfs_core.trace_html import render_trace_html
 from mfs_core.trace_plot import plot_deficits, step_deficits
 from mfs_core.types import Candidate, DecodeResult, StepTrace
-from tests.unit.engine.test_engine import SETTINGS
-from tests.unit.adapters.test_langchain_streaming import synthetic_model
-
-
-def searched() -> DecodeResult:
-    """A several-step MFS decode on the scripted model."""
-    return MFSEngine(synthetic_model(), SETTINGS.model_copy(update={"early_stopping": False})).decode(["question 3?"])[0]
+from tests.engine_decodes import SETTINGS
+from tests.synthetic_search import searched
+from tests.three_step_model import synthetic_model
 
 
 def test_html_page_is_self_contained_and_shows_every_candidate():

@@ -19,7 +19,7 @@ import mfs_core.engine.registry
 from mfs_core import MFSEngine
 from mfs_core.serve.app import create_app
 from mfs_core.serve.config import ServerSettings
-from tests.unit.backends.test_backend_death import REASON, SETTINGS, DyingBackend
+from tests.dying_backend import REASON, SETTINGS, DyingBackend
 
 USER = [{"role": "user", "content": "What is 3 + 4?"}]
 
