@@ -1,6 +1,6 @@
 """Fault injection around a scripted backend, for the reliability tests.
 
-:class:`FaultyBackend` wraps the synthetic model of ``tests/unit/engine/test_engine.py`` (whose
+:class:`FaultyBackend` wraps the synthetic model of :mod:`tests.scripted` (whose
 outputs depend only on the request, so a decode's result does not depend on what else is
 in its batch) and lets a test break chosen ``generate`` calls or chosen requests: raise,
 answer too few results or continuations, report NaN or infinite log-probs, hang, or kill
@@ -14,24 +14,15 @@ import threading
 from collections.abc import Callable, Sequence
 
 from mfs_core import MFSEngine, MFSSettings
-from mfs_core.types import Continuation, DecodeResult, GenerationRequest
+from mfs_core.types import Continuation, GenerationRequest
+from tests.engine_decodes import QUESTIONS, SETTINGS, comparable
 from tests.scripted import synthetic_model
 
-__all__ = ["FaultyBackend", "WorkerKilled", "comparable", "serial_results", "SETTINGS", "QUESTIONS"]
-
-SETTINGS = MFSSettings(prompt_format="raw", step_beam_size=2, num_rollouts=3, max_steps=6, prune_lambda=0.0)
-QUESTIONS = [f"question {i}: how many?" for i in range(8)]
+__all__ = ["QUESTIONS", "SETTINGS", "FaultyBackend", "WorkerKilled", "comparable", "serial_results"]
 
 
 class WorkerKilled(BaseException):  # noqa: N818 - it stands for a thread being killed
     """Escapes every ``except Exception``: stands in for the worker thread dying."""
-
-
-def comparable(result: DecodeResult) -> dict:
-    """``result`` as a dict without its wall time (the only field that varies run to run)."""
-    data = result.to_dict()
-    data.pop("wall_seconds")
-    return data
 
 
 def serial_results(questions: Sequence[str], settings: MFSSettings = SETTINGS) -> list[dict]:
