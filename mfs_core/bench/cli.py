@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from mfs_core.backends._hf import quiet_transformers
+from mfs_core.errors import BackendDeadError
 
 if TYPE_CHECKING:
     from mfs_core.bench.datasets import Dataset
@@ -266,6 +267,9 @@ def bench(
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+    except BackendDeadError as exc:  # the questions it took down are not recorded: the same command resumes
+        typer.echo(f"error: {exc}; the records so far are kept in {out_dir}, the same command resumes", err=True)
+        raise typer.Exit(1) from exc
     _report(records, [m.label for m in chosen], data, settings, engine.backend.num_parameters,
             sc_k=k, offset=offset, out_dir=out_dir, plot=plot)
 

@@ -26,6 +26,7 @@ from mfs_core.bench.datasets import Dataset, Example
 from mfs_core.bench.prompts import render_example
 from mfs_core.bench.scoring import answer_key, extract_prediction, score_completions, score_text
 from mfs_core.decoders import DECODER_SPECS, DECODERS, decoder_spec
+from mfs_core.errors import BackendDeadError
 from mfs_core.engine import MFSEngine
 from mfs_core.settings import MFSSettings
 from mfs_core.types import DecodeResult
@@ -242,6 +243,8 @@ def _record(method: BenchMethod, example: Example, future: Future, kind: str, se
     if is_self_consistency(method.decoder):
         record["sc_k"] = settings.num_samples
     error = future.exception()
+    if isinstance(error, BackendDeadError):  # not this question's result: left unrecorded, a rerun decodes it
+        raise error
     if error is not None:
         logger.warning("%s failed on question %s: %s", method.label, example.index, error)
         return {**record, "error": f"{type(error).__name__}: {error}", "prediction": None, "correct": False,
@@ -306,6 +309,9 @@ def run_bench(
 
     Raises:
         ValueError: ``concurrency`` < 1, a bad ``sc_k``, an output directory of another run.
+        BackendDeadError: the model died during the run (vLLM's engine core killed, out of memory). The
+            questions it took down are not recorded (a question's own failure is, with its ``error``), so a
+            rerun on a fresh engine with the same output directory decodes them; the records before stay.
     """
     if concurrency < 1:
         msg = f"concurrency must be >= 1, got {concurrency}"

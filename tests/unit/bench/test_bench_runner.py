@@ -234,3 +234,23 @@ def test_multiple_choice_questions_vote_by_their_options_and_the_trigger_keeps_t
         first_label = labels[record["index"]][0].split(")")[0].lstrip("(")
         assert record["answer"] == record["prediction"] == first_label, record  # "0 degrees" chose no option
         assert record["text"].endswith("The answer is:" + " " + first_label)
+
+
+def test_a_model_that_dies_mid_run_leaves_its_questions_to_the_rerun(tmp_path: Path) -> None:
+    from mfs_core.errors import BackendDeadError
+    from tests.dying_backend import DyingBackend
+
+    class DiesAtItsFourthCall(DyingBackend):  # the warm-up, questions 0 and 1 (CoT: one call each), then death
+        def generate(self, requests):
+            if self.attempts == 3:
+                self.die()
+            return super().generate(requests)
+
+    data, methods = demo_set(), parse_methods("cot")
+    with pytest.raises(BackendDeadError, match="engine core died"):
+        run_bench(MFSEngine(DiesAtItsFourthCall(), MFSSettings()), data, methods, tmp_path, concurrency=1)
+    kept = load_records(tmp_path / RECORDS_FILE)
+    assert [r["index"] for r in kept] == [0, 1]  # two answered; the one the death took down is not recorded
+    assert all(r["error"] is None for r in kept)
+    records = run_bench(MFSEngine(DyingBackend(), MFSSettings()), data, methods, tmp_path, concurrency=1)
+    assert [r["index"] for r in records] == [0, 1, 2, 3] and all(r["error"] is None for r in records)
