@@ -15,8 +15,8 @@ SCRIPT = textwrap.dedent('''
     from langchain_mfs import ChatMFS
 
     if __name__ == "__main__":
-        chat = ChatMFS(backend="vllm", dtype="float32", kv_cache_gib=1.0, step_beam_size=2, num_rollouts=2, max_steps=1,
-                       max_step_tokens=8, max_answer_tokens=16, seed=0)
+        chat = ChatMFS(backend="vllm", step_beam_size=2, num_rollouts=2, max_steps=1, max_answer_tokens=16, seed=0,
+                       model_kwargs={"dtype": "float32", "kv_cache_gib": 1.0, "max_step_tokens": 8})
         print("answer:", chat.invoke("Tom has 3 apples. Then Tom buys 4 more apples. How many apples does Tom have now?").content, flush=True)
 ''')
 
