@@ -94,6 +94,7 @@ class MFSParams(MFSFields, ClosesOnExit):
         except ValidationError as exc:
             raise one_line(exc, MFSSettings) from None
         self._base = base
+        self._settings_memo = (tuple(self._setting_values().items()), base)  # the fields are base's: not built again
         if engine is not None:
             check_engine(engine, self.settings, owner)
         self._engines = engines
