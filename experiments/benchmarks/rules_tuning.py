@@ -32,6 +32,17 @@ tokens per question, linear in log tokens between those points and flat beyond t
 curve at its own tokens per question. Paired counts (each candidate against its reference and against SC at
 the k of its tokens, exact McNemar p) are reported; they do not enter the rule.
 
+**Amended 2026-12-07, still before any record was written: the voting rules are replayed.** ``sc``, ``esc``
+and the six voting candidates read nothing of a sample but its answer, mean log-prob and length, so each is a
+function of the order SC's samples were drawn in. The run decodes ``cot``, ``sc`` (k = 16), ``mfs`` and the five
+MFS rules live; ``esc`` and the six voting candidates are then decoded by the library's own decoders on each
+question's 16 SC samples in order (:mod:`experiments.benchmarks.vote_replay`, written to ``replayed.jsonl``; a
+sample's tokens are SC's mean per sample), as SC's curve already is at every k < 16. The replay decides as the
+live decoders do on the same samples and gives back every kept SC answer (experiments/tests/test_vote_replay.py).
+This saves about 4.4 million output tokens (some 8 hours of this machine) and pairs every voting rule with SC on
+the same draws; nothing else in this rule changed. A voting rule that would need more than SC's 16 samples
+cannot be replayed (an error, not a verdict).
+
 **What wins.** A candidate *passes* when all of these hold:
 
 1. its margin is at least its reference's margin + 0.02 (4 of 200 questions: the earlier tunings picked
@@ -67,8 +78,8 @@ from typing import Any
 from experiments.benchmarks.mfs_rules import sc_interpolated
 
 __all__ = [
-    "MFS_CANDIDATES", "MIN_GAIN", "MIN_QUESTIONS", "REFERENCES", "TOKEN_CAP", "VOTE_CANDIDATES", "RuleVerdict",
-    "main", "rules_verdict", "tuning_numbers",
+    "METHODS", "MFS_CANDIDATES", "MIN_GAIN", "MIN_QUESTIONS", "REFERENCES", "REPLAYED", "TOKEN_CAP",
+    "VOTE_CANDIDATES", "RuleVerdict", "main", "rules_verdict", "tuning_numbers",
 ]
 
 MFS_CANDIDATES = ("mfs-window", "mfs-anytime-stop", "mfs-anytime-beside", "mfs-quality-vote", "mfs-rules")
@@ -85,7 +96,10 @@ TOKEN_CAP = 1.1
 MIN_QUESTIONS = 190
 """Fewest questions decoded by every method for a verdict."""
 SC_KS = (1, 2, 4, 8, 16)
-METHODS = ("cot", "sc", "esc", "mfs", *MFS_CANDIDATES, *VOTE_CANDIDATES)
+METHODS = ("cot", "sc", "mfs", *MFS_CANDIDATES)
+"""What the run decodes live (the rest is replayed on ``sc``'s samples: :data:`REPLAYED`)."""
+REPLAYED = ("esc", *VOTE_CANDIDATES)
+"""Decoded by :func:`~experiments.benchmarks.vote_replay.replay_records` on each question's SC samples."""
 
 
 @dataclass(frozen=True)
@@ -203,6 +217,7 @@ def main(argv: list[str] | None = None) -> None:
     from mfs_core.settings import MFSSettings
 
     import experiments.variants  # noqa: F401  (registers the candidates by name)
+    from experiments.benchmarks.vote_replay import replay_records
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", default="gsm8k")
@@ -231,7 +246,10 @@ def main(argv: list[str] | None = None) -> None:
                                 concurrency=args.concurrency, stop=stop)
     finally:
         engine.close()
-    labels = [m.label for m in methods]
+    replayed = replay_records(records, REPLAYED, settings.changed(num_samples=max(SC_KS)), data.kind)
+    (args.out / "replayed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in replayed), encoding="utf-8")
+    records = [*records, *replayed]
+    labels = [m.label for m in methods] + list(REPLAYED)
     print(format_table(summarize(records, labels)))
     results, sc_points, questions = tuning_numbers(records, data.kind, labels)
     if questions < MIN_QUESTIONS or not sc_points:

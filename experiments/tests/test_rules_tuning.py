@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from experiments.benchmarks.rules_tuning import (
-    MFS_CANDIDATES, REFERENCES, VOTE_CANDIDATES, rules_verdict, tuning_numbers,
+    METHODS, MFS_CANDIDATES, REFERENCES, REPLAYED, VOTE_CANDIDATES, rules_verdict, tuning_numbers,
 )
 from experiments.variants import VARIANTS
 
@@ -19,6 +19,10 @@ SC = [(300.0, 0.20), (4800.0, 0.36)]
 def test_the_candidates_are_registered_variants_with_their_references():
     assert set(MFS_CANDIDATES) | set(VOTE_CANDIDATES) <= {spec.name for spec in VARIANTS}
     assert REFERENCES["mfs-rules"] == "mfs" and REFERENCES["sc-anytime"] is None and REFERENCES["esc-rules"] == "esc"
+    # decoded live or replayed on SC's samples, each once: every candidate and every reference
+    assert not set(METHODS) & set(REPLAYED)
+    assert set(MFS_CANDIDATES) | set(VOTE_CANDIDATES) | {r for r in REFERENCES.values() if r} <= set(METHODS) | set(REPLAYED)
+    assert "sc" in METHODS and set(REPLAYED) == {"esc", *VOTE_CANDIDATES}
 
 
 def test_an_mfs_rule_wins_with_two_points_more_margin_and_no_fewer_right():
