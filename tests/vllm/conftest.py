@@ -24,6 +24,11 @@ from mfs_core.settings import MFSSettings  # noqa: E402
 # float32 everywhere, so that greedy decodes can be compared with the transformers backend; 1 GiB
 # of KV cache holds far more than these tests' rounds (the demo model: 4 layers, 2,048 tokens).
 VLLM_SETTINGS = MFSSettings(backend="vllm", dtype="float32", kv_cache_gib=1.0, scheduling="lockstep")
+EAGER = {"enforce_eager": True}
+"""``vllm_kwargs`` of the engines whose tests are about a start, a death or an exit, not about the kernels: vLLM runs
+the model without torch.compile, which saves about 20 of an engine start's 50 s on 2 CPU cores (vLLM 0.32's CPU
+build never loads its compile cache, so every start compiles again). The shared engine, the continuous engine and
+the ``vllm serve`` replicas keep the library's default (compiled), since their tests compare decodes."""
 
 
 def on_gpu() -> bool:

@@ -5,6 +5,7 @@ new engine with the same settings loads a fresh backend). Every wait is bounded.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -19,7 +20,7 @@ httpx = pytest.importorskip("httpx")
 from mfs_core import MFSEngine
 from mfs_core.errors import BackendDeadError
 from tests.serve_faults import StreamReader, engine_core, finish, launch, wait_exit
-from tests.vllm.conftest import VLLM_SETTINGS
+from tests.vllm.conftest import EAGER, VLLM_SETTINGS
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.allow_hosts(["127.0.0.1"])]
 
@@ -30,7 +31,8 @@ EXIT_BOUND = SHUTDOWN + 45.0
 (5 s) and closing what is left of the engine (its worker stopped by PID)."""
 COMMAND = [sys.executable, "-m", "mfs_core.cli", "serve", "--backend", "vllm", "--dtype", "float32",
            "--step-beam-size", "2", "--num-rollouts", "2", "--max-steps", "4"]
-ENV = {"MFS_KV_CACHE_GIB": "1", "MFS_SERVER_SHUTDOWN_TIMEOUT": str(SHUTDOWN), "VLLM_LOGGING_LEVEL": "WARNING"}
+ENV = {"MFS_KV_CACHE_GIB": "1", "MFS_SERVER_SHUTDOWN_TIMEOUT": str(SHUTDOWN), "VLLM_LOGGING_LEVEL": "WARNING",
+       "MFS_VLLM_KWARGS": json.dumps(EAGER)}
 BODY = {"model": "mfs-demo", "seed": 5, "messages": [{"role": "user", "content": "Tom has 3 apples. Then Tom buys 4 "
                                                       "more apples. How many apples does Tom have now?"}]}
 WORDS = "vLLM's engine core died"
@@ -101,7 +103,7 @@ def test_the_engine_core_killed_between_requests_is_seen_without_a_request() -> 
 @pytest.mark.parametrize("scheduling", ["continuous", "lockstep"])
 def test_an_engine_whose_core_was_killed_mid_decode_raises_and_a_new_one_loads_afresh(scheduling: str) -> None:
     settings = VLLM_SETTINGS.changed(scheduling=scheduling, step_beam_size=2, num_rollouts=2, max_steps=4,
-                                     kv_cache_gib=0.5)
+                                     kv_cache_gib=0.5, vllm_kwargs=EAGER)
     before = {child.pid for child in psutil.Process().children(recursive=True)}
     engine = MFSEngine.from_settings(settings)
     fresh = None

@@ -16,7 +16,8 @@ SCRIPT = textwrap.dedent('''
 
     if __name__ == "__main__":
         chat = ChatMFS(backend="vllm", step_beam_size=2, num_rollouts=2, max_steps=1, max_answer_tokens=16, seed=0,
-                       model_kwargs={"dtype": "float32", "kv_cache_gib": 1.0, "max_step_tokens": 8})
+                       model_kwargs={"dtype": "float32", "kv_cache_gib": 1.0, "max_step_tokens": 8,
+                                     "vllm_kwargs": {"enforce_eager": True}})
         print("answer:", chat.invoke("Tom has 3 apples. Then Tom buys 4 more apples. How many apples does Tom have now?").content, flush=True)
 ''')
 

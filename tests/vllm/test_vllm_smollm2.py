@@ -20,6 +20,7 @@ from mfs_core.backends.transformers import TransformersBackend  # noqa: E402
 from mfs_core.backends.vllm import VLLMBackend  # noqa: E402
 from mfs_core.engine import MFSEngine  # noqa: E402
 from mfs_core.settings import MFSSettings  # noqa: E402
+from tests.vllm.conftest import EAGER  # noqa: E402
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.enable_socket]
 
@@ -40,7 +41,8 @@ def cache(smollm2_cache: Path) -> Iterator[None]:
 def test_vllm_loads_the_converted_checkpoint_and_decodes_like_transformers(cache: None) -> None:
     settings = MFSSettings(model=SMOLLM2, dtype="float32", max_answer_tokens=48, max_model_len=1024)
     reference = TransformersBackend.from_settings(settings.model_copy(update={"device": "cpu"}))
-    with VLLMBackend.from_settings(settings.model_copy(update={"backend": "vllm", "kv_cache_gib": 1.0})) as backend:
+    with VLLMBackend.from_settings(settings.model_copy(update={"backend": "vllm", "kv_cache_gib": 1.0,
+                                                                      "vllm_kwargs": EAGER})) as backend:
         assert backend.num_parameters == reference.num_parameters == 134_515_008
         here = MFSEngine(backend, settings).decode(QUESTIONS, method="cot")
     there = MFSEngine(reference, settings).decode(QUESTIONS, method="cot")
