@@ -24,7 +24,8 @@ def test_readme_test_command_is_what_ci_runs() -> None:
     assert (ROOT / ".ci" / "run").read_text().rstrip().endswith("\nbash scripts/test.sh")
     script = [line for line in (ROOT / "scripts" / "test.sh").read_text().splitlines() if line.startswith(("python3", "CMAKE"))]
     assert script[0] == "python3 -m pip install --quiet torch==2.13.0"  # pinned first: the CPU build
-    assert any('--no-cache-dir -e ".[all,llamacpp]"' in line and "GGML_NATIVE=OFF" in line for line in script)
+    assert any('--no-cache-dir -e ".[all,llamacpp]"' in line and "GGML_NATIVE=OFF" in line
+               and "LLAVA_BUILD=OFF" in line for line in script)
     assert script[-1] == 'python3 -m pytest -q "$@"'
 
 
