@@ -79,7 +79,7 @@ from experiments.benchmarks.mfs_rules import sc_interpolated
 
 __all__ = [
     "METHODS", "MFS_CANDIDATES", "MIN_GAIN", "MIN_QUESTIONS", "REFERENCES", "REPLAYED", "TOKEN_CAP",
-    "VOTE_CANDIDATES", "RuleVerdict", "main", "rules_verdict", "tuning_numbers",
+    "VOTE_CANDIDATES", "RuleVerdict", "common_questions", "main", "rules_verdict", "tuning_numbers",
 ]
 
 MFS_CANDIDATES = ("mfs-window", "mfs-anytime-stop", "mfs-anytime-beside", "mfs-quality-vote", "mfs-rules")
@@ -172,6 +172,16 @@ def rules_verdict(results: Mapping[str, tuple[int, float]], questions: int,
     return RuleVerdict(winner(MFS_CANDIDATES), winner(VOTE_CANDIDATES), margins, passed)
 
 
+def common_questions(records: Sequence[dict[str, Any]], labels: Sequence[str]) -> set[int]:
+    """The question indices that every method of ``labels`` with records decoded without an error (the rule's
+    questions); empty when none of them has records."""
+    ok: dict[str, set[int]] = {}
+    for record in records:
+        if record.get("error") is None and record["method"] in labels:
+            ok.setdefault(record["method"], set()).add(record["index"])
+    return set.intersection(*ok.values()) if ok else set()
+
+
 def tuning_numbers(records: Sequence[dict[str, Any]], kind: str, labels: Sequence[str],
                    ks: Sequence[int] = SC_KS) -> tuple[dict[str, tuple[int, float]], list[tuple[float, float]], int]:
     """The rule's inputs from a run's records, on the questions every method of ``labels`` decoded without error.
@@ -192,7 +202,7 @@ def tuning_numbers(records: Sequence[dict[str, Any]], kind: str, labels: Sequenc
     for record in records:
         if record.get("error") is None and record["method"] in labels:
             ok.setdefault(record["method"], {})[record["index"]] = record
-    common = set.intersection(*(set(by_index) for by_index in ok.values())) if ok else set()
+    common = common_questions(records, labels)
     results = {label: (sum(bool(by_index[i]["correct"]) for i in common),
                        sum(by_index[i]["output_tokens"] for i in common) / len(common))
                for label, by_index in ok.items() if common}
