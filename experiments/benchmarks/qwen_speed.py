@@ -21,6 +21,13 @@
   ``mfs`` through :func:`~mfs_core.bench.runner.run_bench`, all in flight at once, M = N =
   ``--batch-width``), under the engine's ``--scheduling`` (lockstep against continuous):
   wall seconds, seconds per question, output tokens, the prefix-cache hit rate and each answer.
+* ``rows``: the engine's output tokens per second under MFS against plain batched sampling at about the same
+  rows in flight. The first ``--rows-questions`` GSM8K questions are decoded together by ``mfs`` at M = N =
+  ``--batch-width`` and by ``sc`` at each k of ``--rows-ks`` (every sample of every question submitted at once),
+  through :func:`~mfs_core.bench.runner.run_bench` with all questions in flight. For each decode: vLLM's
+  generated tokens (its ``vllm:generation_tokens`` counter) per wall second, and the rows in flight (its
+  ``vllm:num_requests_running`` gauge, read every 0.25 s: mean and peak); then each ``mfs`` row's tok/s divided by
+  that of the ``sc`` decode whose mean rows are nearest its own (``--backend vllm`` only).
 * ``--compare A.json B.json``: no decoding; how many greedy GSM8K answers (the ``greedy`` part's
   records) and texts two runs share, and each run's accuracy (bfloat16 against float32).
 
@@ -192,6 +199,90 @@ def measure_batch(engine: MFSEngine, questions: int, width: int, data_dir: Path 
     return row
 
 
+class _RowSampler:
+    """Reads vLLM's ``vllm:num_requests_running`` gauge (rows in flight, summed over engines) every ``interval``
+    seconds on a thread, between ``start()`` and ``stop()``; ``mean`` and ``peak`` of the readings."""
+
+    def __init__(self, interval: float = 0.25) -> None:
+        import threading
+
+        self.interval, self.readings = interval, []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        from vllm.v1.metrics.reader import get_metrics_snapshot
+
+        while not self._done.wait(self.interval):
+            self.readings.append(sum(float(m.value) for m in get_metrics_snapshot()
+                                     if m.name == "vllm:num_requests_running"))
+
+    def start(self) -> _RowSampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> tuple[float, float]:
+        """``(mean, peak)`` rows in flight over the readings (0, 0 with none)."""
+        self._done.set()
+        self._thread.join()
+        return (sum(self.readings) / len(self.readings), max(self.readings)) if self.readings else (0.0, 0.0)
+
+
+def _generated_tokens() -> float:
+    """vLLM's generated-token counter of this process (every engine's, summed)."""
+    from vllm.v1.metrics.reader import get_metrics_snapshot
+
+    return sum(float(m.value) for m in get_metrics_snapshot() if m.name == "vllm:generation_tokens")
+
+
+def measure_rows(engine: MFSEngine, questions: int, width: int, ks: tuple[int, ...], data_dir: Path | None,
+                 runs_dir: Path) -> list[dict[str, Any]]:
+    """The engine's generated tokens per wall second under ``mfs`` (M = N = ``width``) and under ``sc`` at each
+    k of ``ks``, on the same ``questions`` GSM8K questions all in flight, with the rows each keeps in flight.
+
+    Returns:
+        One row per decode: ``method``, ``rows_mean`` / ``rows_peak`` (requests running in vLLM), ``seconds``
+        (wall), ``generated_tokens`` (vLLM's counter), ``tokens_per_s``; each ``mfs`` row also ``vs_sc``: its
+        tok/s over that of the ``sc`` row whose ``rows_mean`` is nearest its own, and which one.
+
+    Raises:
+        ValueError: ``runs_dir`` exists (a rerun would resume and time nothing), or the engine is not on vLLM.
+    """
+    if getattr(engine.backend, "llm", None) is None:
+        raise ValueError(f"the rows part reads vLLM's metrics; the engine's backend is {engine.settings.backend!r}")
+    if runs_dir.exists():
+        raise ValueError(f"{runs_dir} exists: the rows part times fresh runs, remove it first")
+    data = load_dataset("gsm8k", data_dir=data_dir, limit=questions)
+    plan = [(f"mfs M = N = {width}", "mfs", {"step_beam_size": width, "num_rollouts": width}, 16)]
+    plan += [(f"sc k = {k}", "sc", {}, k) for k in ks]
+    rows: list[dict[str, Any]] = []
+    for name, method, update, sc_k in plan:
+        settings = engine.settings.model_copy(update=update)
+        sampler, tokens_before, start = _RowSampler().start(), _generated_tokens(), time.perf_counter()
+        records = run_bench(engine, data, parse_methods(method), runs_dir / name.replace(" ", ""), settings=settings,
+                            concurrency=questions, sc_k=sc_k, warmup=False)
+        seconds = time.perf_counter() - start
+        mean, peak = sampler.stop()
+        generated = _generated_tokens() - tokens_before
+        row = {"method": name, "questions": len(records), "rows_mean": round(mean, 1), "rows_peak": round(peak),
+               "seconds": round(seconds, 1), "generated_tokens": round(generated),
+               "tokens_per_s": round(generated / seconds, 1), "errors": sum(r.get("error") is not None for r in records)}
+        rows.append(row)
+        print(row, flush=True)
+    plain = [row for row in rows if row["method"].startswith("sc")]
+    for row in rows:
+        if row["method"].startswith("mfs") and plain:
+            nearest = min(plain, key=lambda other: abs(other["rows_mean"] - row["rows_mean"]))
+            row["vs_sc"] = {"sc": nearest["method"], "ratio": round(row["tokens_per_s"] / nearest["tokens_per_s"], 2)}
+    print("| decode | rows in flight, mean (peak) | wall s | generated tokens | tok/s | MFS ÷ plain at its rows |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for row in rows:
+        ratio = f"{row['vs_sc']['ratio']:.2f} (against {row['vs_sc']['sc']})" if "vs_sc" in row else ""
+        print(f"| {row['method']} | {row['rows_mean']:.1f} ({row['rows_peak']}) | {row['seconds']:.1f} | "
+              f"{row['generated_tokens']:,} | {row['tokens_per_s']:.1f} | {ratio} |", flush=True)
+    return rows
+
+
 def compare_greedy(first: Path, second: Path) -> dict[str, Any]:
     """Agreement of two runs' greedy GSM8K records (``greedy`` part, ``--runs-dir``/greedy-gsm8k).
 
@@ -235,6 +326,8 @@ def main() -> None:
     parser.add_argument("--widths", default="2,4", help="M = N of the mfs part, comma-separated")
     parser.add_argument("--batch-questions", type=int, default=12, help="GSM8K questions of the batch part")
     parser.add_argument("--batch-width", type=int, default=2, help="M = N of the batch part")
+    parser.add_argument("--rows-questions", type=int, default=16, help="GSM8K questions of the rows part")
+    parser.add_argument("--rows-ks", default="1,4,16", help="SC's k of the rows part, comma-separated")
     parser.add_argument("--compare", type=Path, nargs=2, default=None, metavar=("RUNS_A", "RUNS_B"),
                         help="compare the greedy GSM8K records of two --runs-dir folders, decode nothing")
     parser.add_argument("--runs-dir", type=Path, default=Path("bench-results/qwen"), help="records of the greedy part")
@@ -256,7 +349,7 @@ def main() -> None:
         print(out["convert"], flush=True)
         save()
     vllm_kwargs: dict[str, Any] = ({"disable_log_stats": False}
-                                   if args.backend == "vllm" and parts & {"mfs", "batch"} else {})
+                                   if args.backend == "vllm" and parts & {"mfs", "batch", "rows"} else {})
     if args.block_size:
         vllm_kwargs["block_size"] = args.block_size
     extra = {"vllm_kwargs": vllm_kwargs} if vllm_kwargs else {}
@@ -283,6 +376,11 @@ def main() -> None:
         if "batch" in parts:
             out["batch"] = measure_batch(engine, args.batch_questions, args.batch_width, args.data_dir,
                                          args.runs_dir / f"batch-{args.scheduling}-{args.dtype}")
+            save()
+        if "rows" in parts:
+            out["rows"] = measure_rows(engine, args.rows_questions, args.batch_width,
+                                       tuple(int(k) for k in args.rows_ks.split(",")), args.data_dir,
+                                       args.runs_dir / f"rows-{args.scheduling}-{args.dtype}")
             save()
 
 
