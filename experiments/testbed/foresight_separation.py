@@ -30,7 +30,11 @@ that completes the end marker included, as :class:`~mfs_core.types.Continuation`
 * ``tail_conf@t``, ``tail_logprob@t`` (t = 16, 32): the mean token confidence / sampled log-prob
   over the last ``t`` tokens (DeepConf's tail confidence);
 * ``mean_conf``: the mean token confidence over the answer (DeepConf's average trace
-  confidence).
+  confidence);
+* ``head_logprob@32``: the mean sampled log-prob over the first 32 tokens (all when fewer): F over a
+  fixed-length window, as the ``foresight_window`` rule (W = 32, ``experiments/variants.py``) reads a
+  rollout, here at t = 0. Added 2026-12-07 so the bed reports F over a whole rollout and over a fixed
+  window side by side; it is not one of the twelve candidates the rule below was fixed for.
 
 Also the test bed's decoding statistics on the same questions (as :mod:`testbed.evaluate`
 reports them with 16 samples through transformers): greedy accuracy (one greedy answer per
@@ -68,11 +72,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from mfs_core.confidence import lowest_group_mean, token_confidence  # one implementation: the deepconf decoder's
 from experiments.testbed.evaluate import _lines, wilson_interval
+from mfs_core.confidence import (  # one implementation: the deepconf decoder's
+    lowest_group_mean,
+    token_confidence,
+)
 
 __all__ = ["CANDIDATES", "TOP_K", "TUNING_QUESTIONS", "Sample", "auroc", "candidate_scores",
-           "decoding_statistics", "filtered_vote_right", "format_table", "lowest_group_mean", "main",
+           "decoding_statistics", "filtered_vote_right", "format_table", "head_mean", "lowest_group_mean", "main",
            "separation", "tail_mean", "token_confidence", "within_question_aurocs"]
 
 TOP_K = 20
@@ -83,6 +90,10 @@ TUNING_QUESTIONS = 200
 
 WINDOWS = (8, 16, 32)
 TAILS = (16, 32)
+HEAD = 32
+"""Tokens of the fixed window of ``head_logprob`` (the ``foresight_window`` rule's W)."""
+REPORTED_ONLY = (f"head_logprob@{HEAD}",)
+"""Scores reported beside the candidates but outside the rule (they never pass)."""
 THRESHOLD = 0.03
 """Pre-registered: least within-question AUROC gain over ``mean_logprob`` that counts as clear."""
 
@@ -113,6 +124,19 @@ def tail_mean(values: Sequence[float], tail: int) -> float:
     return sum(last) / len(last) if last else math.nan
 
 
+def head_mean(values: Sequence[float], head: int) -> float:
+    """The mean of the first ``head`` entries of ``values`` (all when fewer); NaN when empty.
+
+    Raises:
+        ValueError: ``head`` < 1.
+    """
+    if head < 1:
+        msg = f"head must be >= 1, got {head}"
+        raise ValueError(msg)
+    first = list(values)[:head]
+    return sum(first) / len(first) if first else math.nan
+
+
 def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else math.nan
 
@@ -131,6 +155,7 @@ def _candidates() -> dict[str, Callable[[Sample], float]]:
     for t in TAILS:
         table[f"tail_logprob@{t}"] = lambda s, t=t: tail_mean(s.logprobs, t)
     table["mean_conf"] = lambda s: _mean(s.confidences)
+    table[f"head_logprob@{HEAD}"] = lambda s: head_mean(s.logprobs, HEAD)
     return table
 
 
@@ -225,7 +250,7 @@ def separation(samples: Sequence[Sample], resamples: int = 2000, seed: int = 0) 
             "pooled_auroc": pooled(questions, name), "pooled_ci": ci([pooled(d, name) for d in all_draws]),
             "within_auroc": within, "within_ci": ci(list(draws)),
             "within_minus_mean_logprob": diff, "difference_ci": diff_ci,
-            "passes": name != "mean_logprob" and diff >= THRESHOLD and diff_ci[0] > 0,
+            "passes": name not in ("mean_logprob", *REPORTED_ONLY) and diff >= THRESHOLD and diff_ci[0] > 0,
             "filtered_vote_correct": sum(
                 filtered_vote_right([s.answer for s in by_q[q]], [s.right for s in by_q[q]],
                                     [x[name] for x in scores[q]], keep=max(1, len(by_q[q]) // 2))

@@ -12,6 +12,7 @@ from experiments.testbed.foresight_separation import (
     decoding_statistics,
     filtered_vote_right,
     format_table,
+    head_mean,
     lowest_group_mean,
     main,
     separation,
@@ -90,6 +91,21 @@ def test_candidate_scores_of_one_sample():
     assert scores["mean_logprob"] == pytest.approx(-4 / 3) and scores["sum_logprob"] == pytest.approx(-4.0)
     assert scores["lowest_group_conf@8"] == pytest.approx(2.0)  # 3 tokens: one group
     assert scores["tail_logprob@16"] == pytest.approx(-4 / 3) and scores["mean_conf"] == pytest.approx(2.0)
+    assert scores["head_logprob@32"] == pytest.approx(-4 / 3)  # 3 tokens: all of them
+
+
+def test_the_fixed_window_reads_the_first_tokens_and_stays_outside_the_rule():
+    assert head_mean([-1.0, -3.0, -0.5, -0.5], 2) == pytest.approx(-2.0)
+    assert head_mean([-1.0], 32) == pytest.approx(-1.0) and math.isnan(head_mean([], 32))
+    with pytest.raises(ValueError, match="head must be >= 1, got 0"):
+        head_mean([-1.0], 0)
+    # A 40-token right answer whose first 32 tokens are at -0.1 and last 8 at -2.0 (mean -0.48), against a
+    # 40-token wrong answer at -0.3 throughout: the window ranks right above wrong (AUROC 1), the mean does not.
+    samples = [Sample(q, True, "5", "a", [-0.1] * 32 + [-2.0] * 8, [1.0] * 40) for q in range(3)]
+    samples += [Sample(q, False, "7", "b", [-0.3] * 40, [1.0] * 40) for q in range(3)]
+    rows = separation(samples, resamples=50)["candidates"]
+    assert rows["head_logprob@32"]["within_auroc"] == 1.0 and rows["mean_logprob"]["within_auroc"] == 0.0
+    assert rows["head_logprob@32"]["passes"] is False  # reported, never chosen
 
 
 def test_separation_and_the_preregistered_rule():
