@@ -7,8 +7,8 @@ One command writes ``docs/results.md``, the data of each plot (``docs/results/<s
     python -m experiments.results --check    # exit 1 when a file differs from what the records give
 
 Every number on the page is computed here from ``experiments/records/`` (``records.jsonl`` of ``mfs bench``,
-one line per question and method, the test bed's summaries, and the rules' tuning runs with their replayed
-voting rules); ``experiments/tests/test_results.py``
+one line per question and method, the test bed's summaries, the rules' tuning runs with their replayed
+voting rules, and the engine-speed measurements); ``experiments/tests/test_results.py``
 regenerates the page and README's table and compares them with the files, so no number is typed by hand.
 A section's prose says what its table shows without numbers; the history of the defaults is in CHANGELOG.md.
 
@@ -318,6 +318,7 @@ class Rendered:
 def render(root: Path = RECORDS) -> Rendered:
     """Every generated file's text (the page, the plots' data, README with its table) and the plots to draw."""
     from experiments.results_bed import bed_lines
+    from experiments.results_speed import speed_lines
     from experiments.results_tuning import tuning_lines
 
     out = Rendered()
@@ -342,6 +343,7 @@ def render(root: Path = RECORDS) -> Rendered:
             readme_table = table
     page += bed_lines(root)
     page += tuning_lines(root)
+    page += speed_lines(root)
     out.files[PAGE] = "\n".join(page).rstrip() + "\n"
     readme = README.read_text(encoding="utf-8")
     start, end = readme.index(README_START) + len(README_START), readme.index(README_END)

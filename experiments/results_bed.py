@@ -14,7 +14,7 @@ from typing import Any
 
 __all__ = ["bed_lines", "pass_at", "separation_lines", "step_lines"]
 
-BEDS = (("qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct"),)
+BEDS = (("qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct"), ("qwen2.5-coder-1.5b", "Qwen2.5-Coder-1.5B-Instruct"))
 SCORES = (("mean_logprob", "F: the rollout's mean log-prob per token (eq. 3)"),
           ("head_logprob@32", "F over a fixed window: the mean log-prob of the first 32 tokens"),
           ("sum_logprob", "the rollout's summed log-prob"),

@@ -38,6 +38,10 @@ Usage (niced, on 2 cores)::
 
     nice -n 15 python experiments/benchmarks/qwen_speed.py --parts convert,speed,gsm8k --questions 100 \\
         --data-dir ../shared/data --out bench-results/qwen-speed.json
+    # the rows part, alone on the machine (its timings are the point); kept for the results page:
+    VLLM_CPU_KVCACHE_SPACE=6 python experiments/benchmarks/qwen_speed.py --parts rows --backend vllm \\
+        --scheduling continuous --batch-width 4 --rows-questions 16 --rows-ks 1,4,16 --data-dir ../shared/data \\
+        --runs-dir bench-results/rows --out experiments/records/qwen2.5-coder-0.5b/engine-rows-gsm8k-0-15/qwen-speed.json
 """
 
 from __future__ import annotations
