@@ -111,17 +111,22 @@ class Sample:
     confidences: list[float]
 
 
+def _end_mean(values: Sequence[float], count: int, name: str, *, last: bool) -> float:
+    """The mean of the first or last ``count`` entries of ``values`` (all when fewer); NaN when empty."""
+    if count < 1:
+        msg = f"{name} must be >= 1, got {count}"
+        raise ValueError(msg)
+    part = list(values)[-count:] if last else list(values)[:count]
+    return sum(part) / len(part) if part else math.nan
+
+
 def tail_mean(values: Sequence[float], tail: int) -> float:
     """The mean of the last ``tail`` entries of ``values`` (all when fewer); NaN when empty.
 
     Raises:
         ValueError: ``tail`` < 1.
     """
-    if tail < 1:
-        msg = f"tail must be >= 1, got {tail}"
-        raise ValueError(msg)
-    last = list(values)[-tail:]
-    return sum(last) / len(last) if last else math.nan
+    return _end_mean(values, tail, "tail", last=True)
 
 
 def head_mean(values: Sequence[float], head: int) -> float:
@@ -130,11 +135,7 @@ def head_mean(values: Sequence[float], head: int) -> float:
     Raises:
         ValueError: ``head`` < 1.
     """
-    if head < 1:
-        msg = f"head must be >= 1, got {head}"
-        raise ValueError(msg)
-    first = list(values)[:head]
-    return sum(first) / len(first) if first else math.nan
+    return _end_mean(values, head, "head", last=False)
 
 
 def _mean(values: Sequence[float]) -> float:
