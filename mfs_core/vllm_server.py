@@ -110,12 +110,17 @@ class VLLMServer:
 
     def launch(self) -> VLLMServer:
         """Start the process without waiting for it to answer (see :meth:`wait_ready`)."""
+        from mfs_core.backends import vllm as vllm_backend
+        from mfs_core.backends.vllm_threads import cpu_thread_environment
+
         command = server_command(self.settings, port=self.port)
+        # vLLM's CPU build on a 1-2 CPU machine: the model on every CPU (mfs_core.backends.vllm_threads).
+        threads = cpu_thread_environment() if vllm_backend._on_cpu() else {}
         log = open(self.log_path, "wb") if self.log_path is not None else subprocess.DEVNULL  # noqa: SIM115
         try:
             # A session of its own, so stop() reaches the engine-core child through the process group.
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                            env={**os.environ, **self.env})
+                                            env={**os.environ, **threads, **self.env})
         finally:
             if log is not subprocess.DEVNULL:
                 log.close()

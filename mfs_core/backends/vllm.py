@@ -93,6 +93,7 @@ from mfs_core.backends.base import warn_unconstrained_grammar, warn_unhonoured_c
 from mfs_core.backends.vllm_processes import (
     _child_processes, _stop_processes, engine_dead_reason, woken_on_engine_death,
 )
+from mfs_core.backends.vllm_threads import bind_cpu_threads
 from mfs_core.errors import BackendDeadError, BackendOutputError, ContextWindowError, MissingLogprobsError
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest
@@ -298,7 +299,10 @@ class VLLMBackend:
             ValueError: a refused ``vllm_kwargs`` entry.
         """
         vllm = _import_vllm()
-        kwargs = engine_kwargs(settings, cpu=_on_cpu())
+        cpu = _on_cpu()
+        kwargs = engine_kwargs(settings, cpu=cpu)
+        if cpu:
+            bind_cpu_threads()  # both CPUs of a 2-CPU machine for the model (vllm_threads)
         before = _child_processes()
         llm = vllm.LLM(**kwargs)
         backend = cls(llm, settings.model, sampling_params_cls=vllm.SamplingParams,

@@ -50,6 +50,7 @@ from mfs_core.backends import _hf
 from mfs_core.backends._loop import EventLoopThread
 from mfs_core.backends.vllm import VLLMBackend, _continuations, _import_vllm, _on_cpu, engine_kwargs
 from mfs_core.backends.vllm_processes import _child_processes, _stop_processes
+from mfs_core.backends.vllm_threads import bind_cpu_threads
 from mfs_core.errors import BackendOutputError
 from mfs_core.settings import MFSSettings
 from mfs_core.types import Continuation, GenerationRequest
@@ -102,8 +103,11 @@ class AsyncVLLMBackend(VLLMBackend):
         from vllm.usage.usage_lib import UsageContext
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        kwargs = engine_kwargs(settings, cpu=_on_cpu())
+        cpu = _on_cpu()
+        kwargs = engine_kwargs(settings, cpu=cpu)
         kwargs.setdefault("disable_log_stats", True)
+        if cpu:
+            bind_cpu_threads()  # both CPUs of a 2-CPU machine for the model (vllm_threads)
         before = _child_processes()
         thread = EventLoopThread("mfs-vllm-async")
 
