@@ -11,7 +11,12 @@ import pytest
 from mfs_core import MFSSettings
 from mfs_core.backends import vllm as vllm_backend
 from mfs_core.backends import vllm_threads
-from mfs_core.backends.vllm_threads import OMP_BIND_VARIABLE, bind_cpu_threads, cpu_thread_environment, omp_binding
+from mfs_core.backends.vllm_threads import (
+    OMP_BIND_VARIABLE,
+    bind_cpu_threads,
+    cpu_thread_environment,
+    omp_binding,
+)
 from tests.vllm_stand_ins import FakeLLM, StandInSamplingParams
 
 
