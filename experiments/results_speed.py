@@ -21,12 +21,15 @@ TARGET = 0.8
 
 def speed_lines(root: Path) -> list[str]:
     """One table per kept measurement: each decode's rows in flight (mean and peak), wall seconds, generated
-    tokens and tokens/s, and each MFS row's ratio to plain sampling (``sc``) at the nearest mean rows, against
+    tokens and tokens/s; for each MFS row, plain sampling's tokens/s at its mean rows
+    (:func:`~experiments.benchmarks.qwen_speed.plain_at_rows` over the ``sc`` decodes) and the ratio, against
     :data:`TARGET`. Empty when nothing is kept.
 
     Raises:
         KeyError: a kept JSON without a ``rows`` list (not the rows part's output).
     """
+    from experiments.benchmarks.qwen_speed import plain_at_rows
+
     lines: list[str] = []
     for folder, name in SPEEDS:
         for run_dir in sorted((root / folder).glob("engine-rows-*")):
@@ -36,19 +39,25 @@ def speed_lines(root: Path) -> list[str]:
             out = json.loads(path.read_text(encoding="utf-8"))
             rows = out["rows"]
             questions = rows[0]["questions"] if rows else 0
-            lines += [f"## Engine speed: {name}, `mfs` against plain batched sampling", "",
+            binding = out.get("omp_binding", "not recorded")
+            plain = [(row["rows_mean"], row["tokens_per_s"]) for row in rows if row["method"].startswith("sc")]
+            lines += [f"## Engine speed: {name}, `mfs` against plain batched sampling (worker on CPUs {binding})", "",
                       (f"The first {questions} GSM8K questions decoded together by each method (vLLM's CPU build, "
-                       f"{out.get('scheduling', '?')} scheduling, dtype {out.get('dtype', '?')}), one decode after "
-                       "another on one engine: vLLM's generated tokens per wall second, and the requests it ran at "
-                       "once (its running-requests gauge, read every 0.25 s). Plain sampling is `sc`, every sample "
-                       "of every question submitted at once; each `mfs` row is divided by the plain decode whose "
-                       f"mean rows are nearest its own (target: at least {TARGET}). From "
-                       f"`experiments/benchmarks/qwen_speed.py --parts rows`."), "",
-                      "| decode | rows in flight, mean (peak) | wall s | generated tokens | tokens / s | "
-                      "÷ plain sampling at its rows |", "| --- | --- | --- | --- | --- | --- |"]
+                       f"{out.get('scheduling', '?')} scheduling, dtype {out.get('dtype', '?')}, "
+                       f"`VLLM_CPU_OMP_THREADS_BIND={binding}`), one decode after another on one engine: vLLM's "
+                       "generated tokens per wall second, and the requests it ran at once (its running-requests "
+                       "gauge, read every 0.25 s). Plain sampling is `sc`, every sample of every question submitted "
+                       "at once; each `mfs` row is compared with plain sampling at its mean rows, linear in log rows "
+                       f"between the plain decodes around it (target: a ratio of at least {TARGET}). From "
+                       "`experiments/benchmarks/qwen_speed.py --parts rows`."), "",
+                      ("| decode | rows in flight, mean (peak) | wall s | generated tokens | tokens / s | "
+                      "plain sampling at its rows, tokens / s | ratio |"), "| --- | --- | --- | --- | --- | --- | --- |"]
             for row in rows:
-                ratio = (f"{row['vs_sc']['ratio']:.2f} (÷ {row['vs_sc']['sc']})" if "vs_sc" in row else "")
+                at_rows = " | "
+                if row["method"].startswith("mfs") and plain:
+                    expected = plain_at_rows(row["rows_mean"], plain)
+                    at_rows = f"{expected:.1f} | {row['tokens_per_s'] / expected:.2f}"
                 lines.append(f"| {row['method']} | {row['rows_mean']:.1f} ({row['rows_peak']}) | {row['seconds']:.1f} | "
-                             f"{row['generated_tokens']:,} | {row['tokens_per_s']:.1f} | {ratio} |")
+                             f"{row['generated_tokens']:,} | {row['tokens_per_s']:.1f} | {at_rows} |")
             lines.append("")
     return lines

@@ -27,7 +27,7 @@
   through :func:`~mfs_core.bench.runner.run_bench` with all questions in flight. For each decode: vLLM's
   generated tokens (its ``vllm:generation_tokens`` counter) per wall second, and the rows in flight (its
   ``vllm:num_requests_running`` gauge, read every 0.25 s: mean and peak); then each ``mfs`` row's tok/s divided by
-  that of the ``sc`` decode whose mean rows are nearest its own (``--backend vllm`` only).
+  plain sampling's at the same mean rows, interpolated between the ``sc`` decodes (``--backend vllm`` only).
 * ``--compare A.json B.json``: no decoding; how many greedy GSM8K answers (the ``greedy`` part's
   records) and texts two runs share, and each run's accuracy (bfloat16 against float32).
 
@@ -48,8 +48,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -239,6 +242,28 @@ def _generated_tokens() -> float:
     return sum(float(m.value) for m in get_metrics_snapshot() if m.name == "vllm:generation_tokens")
 
 
+def plain_at_rows(rows: float, plain: Sequence[tuple[float, float]]) -> float:
+    """Plain sampling's tokens/s at ``rows`` rows in flight: linear in log rows between the two measured
+    ``(mean rows, tokens/s)`` points around it, the nearest point's beyond them.
+
+    Example: points (12, 76.4) and (47, 149.7); at 29.5 rows the weight is ln(29.5 / 12) / ln(47 / 12) = 0.659,
+    so 76.4 + 0.659 x 73.3 = 124.7 tokens/s.
+
+    Raises:
+        ValueError: no point, or a point with rows <= 0.
+    """
+    points = sorted(plain)
+    if not points or points[0][0] <= 0:
+        raise ValueError(f"need plain-sampling points with rows > 0, got {points}")
+    if rows <= points[0][0]:
+        return points[0][1]
+    for (r0, t0), (r1, t1) in zip(points, points[1:]):
+        if rows <= r1:
+            weight = math.log(rows / r0) / math.log(r1 / r0) if r1 > r0 else 1.0
+            return t0 + weight * (t1 - t0)
+    return points[-1][1]
+
+
 def measure_rows(engine: MFSEngine, questions: int, width: int, ks: tuple[int, ...], data_dir: Path | None,
                  runs_dir: Path) -> list[dict[str, Any]]:
     """The engine's generated tokens per wall second under ``mfs`` (M = N = ``width``) and under ``sc`` at each
@@ -246,8 +271,8 @@ def measure_rows(engine: MFSEngine, questions: int, width: int, ks: tuple[int, .
 
     Returns:
         One row per decode: ``method``, ``rows_mean`` / ``rows_peak`` (requests running in vLLM), ``seconds``
-        (wall), ``generated_tokens`` (vLLM's counter), ``tokens_per_s``; each ``mfs`` row also ``vs_sc``: its
-        tok/s over that of the ``sc`` row whose ``rows_mean`` is nearest its own, and which one.
+        (wall), ``generated_tokens`` (vLLM's counter), ``tokens_per_s``. The printed table adds, for each ``mfs``
+        row, plain sampling's tok/s at its mean rows (:func:`plain_at_rows` over the ``sc`` rows) and the ratio.
 
     Raises:
         ValueError: ``runs_dir`` exists (a rerun would resume and time nothing), or the engine is not on vLLM.
@@ -273,17 +298,16 @@ def measure_rows(engine: MFSEngine, questions: int, width: int, ks: tuple[int, .
                "tokens_per_s": round(generated / seconds, 1), "errors": sum(r.get("error") is not None for r in records)}
         rows.append(row)
         print(row, flush=True)
-    plain = [row for row in rows if row["method"].startswith("sc")]
+    plain = [(row["rows_mean"], row["tokens_per_s"]) for row in rows if row["method"].startswith("sc")]
+    print("| decode | rows in flight, mean (peak) | wall s | generated tokens | tok/s | plain sampling at its rows, tok/s | ratio |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
+        at_rows = ""
         if row["method"].startswith("mfs") and plain:
-            nearest = min(plain, key=lambda other: abs(other["rows_mean"] - row["rows_mean"]))
-            row["vs_sc"] = {"sc": nearest["method"], "ratio": round(row["tokens_per_s"] / nearest["tokens_per_s"], 2)}
-    print("| decode | rows in flight, mean (peak) | wall s | generated tokens | tok/s | MFS ÷ plain at its rows |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for row in rows:
-        ratio = f"{row['vs_sc']['ratio']:.2f} (against {row['vs_sc']['sc']})" if "vs_sc" in row else ""
+            expected = plain_at_rows(row["rows_mean"], plain)
+            at_rows = f"{expected:.1f} | {row['tokens_per_s'] / expected:.2f}"
         print(f"| {row['method']} | {row['rows_mean']:.1f} ({row['rows_peak']}) | {row['seconds']:.1f} | "
-              f"{row['generated_tokens']:,} | {row['tokens_per_s']:.1f} | {ratio} |", flush=True)
+              f"{row['generated_tokens']:,} | {row['tokens_per_s']:.1f} | {at_rows or ' | '} |", flush=True)
     return rows
 
 
@@ -360,6 +384,8 @@ def main() -> None:
     settings = MFSSettings(model=MODEL, backend=args.backend, device="cpu", max_answer_tokens=args.max_answer_tokens,
                            assistant_prefix="", seed=0, dtype=args.dtype, scheduling=args.scheduling, **extra)
     with MFSEngine.from_settings(settings) as engine:
+        if args.backend == "vllm":  # where vLLM's CPU worker ran (the library binds a 1-2 CPU machine's CPUs)
+            out["omp_binding"] = os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto")
         if "speed" in parts:
             questions = [e.question for e in load_dataset("gsm8k", data_dir=args.data_dir, limit=args.rows).examples]
             out["speed"] = [measure_speed(engine, questions, rows, args.speed_tokens) for rows in (1, args.rows)]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from experiments.results_speed import speed_lines
 
 
@@ -12,14 +14,30 @@ def test_the_speed_table_shows_each_decode_and_the_ratio_at_its_rows(tmp_path: P
     assert speed_lines(tmp_path) == []
     run = tmp_path / "qwen2.5-coder-0.5b" / "engine-rows-gsm8k-0-15"
     run.mkdir(parents=True)
-    rows = [{"method": "mfs M = N = 4", "questions": 16, "rows_mean": 120.4, "rows_peak": 256, "seconds": 300.0,
-             "generated_tokens": 45000, "tokens_per_s": 150.0, "errors": 0,
-             "vs_sc": {"sc": "sc k = 16", "ratio": 0.94}},
-            {"method": "sc k = 16", "questions": 16, "rows_mean": 140.2, "rows_peak": 256, "seconds": 420.5,
-             "generated_tokens": 67000, "tokens_per_s": 159.3, "errors": 0}]
-    (run / "qwen-speed.json").write_text(json.dumps({"scheduling": "continuous", "dtype": "auto", "rows": rows}))
+    rows = [{"method": "mfs M = N = 4", "questions": 16, "rows_mean": 29.5, "rows_peak": 256, "seconds": 300.0,
+             "generated_tokens": 45000, "tokens_per_s": 100.0, "errors": 0},
+            {"method": "sc k = 1", "questions": 16, "rows_mean": 12.0, "rows_peak": 16, "seconds": 60.0,
+             "generated_tokens": 4584, "tokens_per_s": 76.4, "errors": 0},
+            {"method": "sc k = 4", "questions": 16, "rows_mean": 47.0, "rows_peak": 64, "seconds": 116.4,
+             "generated_tokens": 17425, "tokens_per_s": 149.7, "errors": 0}]
+    (run / "qwen-speed.json").write_text(json.dumps({"scheduling": "continuous", "dtype": "auto", "omp_binding": "0,1",
+                                                     "rows": rows}))
     lines = speed_lines(tmp_path)
-    assert lines[0] == "## Engine speed: Qwen2.5-Coder-0.5B-Instruct, `mfs` against plain batched sampling"
-    assert "The first 16 GSM8K questions" in lines[2] and "continuous scheduling" in lines[2]
-    assert lines[-3:] == ["| mfs M = N = 4 | 120.4 (256) | 300.0 | 45,000 | 150.0 | 0.94 (÷ sc k = 16) |",
-                          "| sc k = 16 | 140.2 (256) | 420.5 | 67,000 | 159.3 |  |", ""]
+    assert lines[0] == ("## Engine speed: Qwen2.5-Coder-0.5B-Instruct, `mfs` against plain batched sampling "
+                        "(worker on CPUs 0,1)")
+    assert "The first 16 GSM8K questions" in lines[2] and "`VLLM_CPU_OMP_THREADS_BIND=0,1`" in lines[2]
+    # MFS's 29.5 mean rows lie between plain sampling's 12 and 47: weight ln(29.5 / 12) / ln(47 / 12) = 0.6587,
+    # so plain sampling gives 76.4 + 0.6587 x 73.3 = 124.7 tokens/s there, and 100.0 / 124.7 = 0.80.
+    assert lines[-4:] == ["| mfs M = N = 4 | 29.5 (256) | 300.0 | 45,000 | 100.0 | 124.7 | 0.80 |",
+                          "| sc k = 1 | 12.0 (16) | 60.0 | 4,584 | 76.4 |  |  |",
+                          "| sc k = 4 | 47.0 (64) | 116.4 | 17,425 | 149.7 |  |  |", ""]
+
+
+def test_plain_sampling_is_read_at_a_rows_count_in_log_rows_and_held_beyond_the_points() -> None:
+    from experiments.benchmarks.qwen_speed import plain_at_rows
+
+    points = [(47.0, 149.7), (12.0, 76.4), (188.0, 212.9)]  # any order
+    assert plain_at_rows(94.0, points) == pytest.approx(149.7 + 0.5 * (212.9 - 149.7))  # halfway in log rows
+    assert plain_at_rows(5.0, points) == 76.4 and plain_at_rows(400.0, points) == 212.9
+    with pytest.raises(ValueError, match="rows > 0"):
+        plain_at_rows(10.0, [])
