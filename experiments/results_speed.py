@@ -41,7 +41,8 @@ def speed_lines(root: Path) -> list[str]:
             questions = rows[0]["questions"] if rows else 0
             binding = out.get("omp_binding", "not recorded")
             plain = [(row["rows_mean"], row["tokens_per_s"]) for row in rows if row["method"].startswith("sc")]
-            lines += [f"## Engine speed: {name}, `mfs` against plain batched sampling (worker on CPUs {binding})", "",
+            where = "vLLM's own thread binding" if binding == "auto" else f"the worker bound to CPUs {binding}"
+            lines += [f"## Engine speed: {name}, `mfs` against plain batched sampling ({where})", "",
                       (f"The first {questions} GSM8K questions decoded together by each method (vLLM's CPU build, "
                        f"{out.get('scheduling', '?')} scheduling, dtype {out.get('dtype', '?')}, "
                        f"`VLLM_CPU_OMP_THREADS_BIND={binding}`), one decode after another on one engine: vLLM's "

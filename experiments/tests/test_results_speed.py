@@ -24,7 +24,7 @@ def test_the_speed_table_shows_each_decode_and_the_ratio_at_its_rows(tmp_path: P
                                                      "rows": rows}))
     lines = speed_lines(tmp_path)
     assert lines[0] == ("## Engine speed: Qwen2.5-Coder-0.5B-Instruct, `mfs` against plain batched sampling "
-                        "(worker on CPUs 0,1)")
+                        "(the worker bound to CPUs 0,1)")
     assert "The first 16 GSM8K questions" in lines[2] and "`VLLM_CPU_OMP_THREADS_BIND=0,1`" in lines[2]
     # MFS's 29.5 mean rows lie between plain sampling's 12 and 47: weight ln(29.5 / 12) / ln(47 / 12) = 0.6587,
     # so plain sampling gives 76.4 + 0.6587 x 73.3 = 124.7 tokens/s there, and 100.0 / 124.7 = 0.80.
