@@ -318,7 +318,7 @@ class Rendered:
 def render(root: Path = RECORDS) -> Rendered:
     """Every generated file's text (the page, the plots' data, README with its table) and the plots to draw."""
     from experiments.results_bed import bed_lines
-    from experiments.results_speed import speed_lines
+    from experiments.results_speed import binding_lines, speed_lines
     from experiments.results_tuning import tuning_lines
 
     out = Rendered()
@@ -344,6 +344,7 @@ def render(root: Path = RECORDS) -> Rendered:
     page += bed_lines(root)
     page += tuning_lines(root)
     page += speed_lines(root)
+    page += binding_lines(root)
     out.files[PAGE] = "\n".join(page).rstrip() + "\n"
     readme = README.read_text(encoding="utf-8")
     start, end = readme.index(README_START) + len(README_START), readme.index(README_END)

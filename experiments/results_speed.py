@@ -11,10 +11,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["SPEEDS", "TARGET", "speed_lines"]
+__all__ = ["BINDINGS", "SPEEDS", "TARGET", "binding_lines", "speed_lines"]
 
 SPEEDS = (("qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct"),)
 """``(records folder under experiments/records, model name shown)``."""
+BINDINGS = "qwen2.5-coder-0.5b/vllm-cpu-binding"
+"""Folder of the thread-binding A/B: ``pairs.json`` (which runs pair, which ran first, which count) and each run's
+``qwen_speed.py --parts speed,batch`` JSON."""
 TARGET = 0.8
 """The issue's target: MFS's engine tok/s at least this share of plain batched sampling's at its rows."""
 
@@ -62,3 +65,30 @@ def speed_lines(root: Path) -> list[str]:
                              f"{row['generated_tokens']:,} | {row['tokens_per_s']:.1f} | {at_rows} |")
             lines.append("")
     return lines
+
+
+def binding_lines(root: Path) -> list[str]:
+    """The thread-binding A/B, pair by pair: greedy tokens/s at 1 and 32 rows and the 12 MFS decodes' tokens/s
+    (output tokens / wall seconds), with vLLM's CPU worker on both CPUs against vLLM's own binding, and the ratio.
+    Empty when the folder is not kept.
+    """
+    folder = root / BINDINGS
+    if not (folder / "pairs.json").exists():
+        return []
+    lines = ["## vLLM's CPU worker on both CPUs against vLLM's own thread binding", "",
+             ("Qwen2.5-Coder-0.5B-Instruct, vLLM's CPU build in bfloat16, continuous scheduling, 2 CPUs: "
+              "`experiments/benchmarks/qwen_speed.py --parts speed,batch` with `VLLM_CPU_OMP_THREADS_BIND=0-1` and "
+              "with `auto`, one right after the other in each pair. Compare within a pair: the machine's speed drifted "
+              "upward from pair to pair, which favours the run that went second. A pair not counted says why."), "",
+             "| pair | ran first | greedy, 1 row: tokens / s, both / vLLM's | greedy, 32 rows | ratio | "
+             "12 MFS decodes (M = N = 2): tokens / s | ratio | counted |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for pair in json.loads((folder / "pairs.json").read_text(encoding="utf-8")):
+        both, default = (json.loads((folder / f"{pair[k]}.json").read_text(encoding="utf-8")) for k in ("both", "default"))
+        one, rows = ((both["speed"][i]["tokens_per_s"], default["speed"][i]["tokens_per_s"]) for i in (0, 1))
+        mfs = [run["batch"]["output_tokens"] / run["batch"]["seconds"] for run in (both, default)]
+        first = "both CPUs" if pair["first"] == "both" else "vLLM's binding"
+        lines.append(f"| {pair['pair']} | {first} | {one[0]:.1f} / {one[1]:.1f} | {rows[0]:.1f} / {rows[1]:.1f} | "
+                     f"{rows[0] / rows[1]:.2f} | {mfs[0]:.1f} / {mfs[1]:.1f} | {mfs[0] / mfs[1]:.2f} | "
+                     f"{'yes' if pair['counted'] else 'no: ' + pair['why']} |")
+    return [*lines, ""]

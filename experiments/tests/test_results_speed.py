@@ -41,3 +41,24 @@ def test_plain_sampling_is_read_at_a_rows_count_in_log_rows_and_held_beyond_the_
     assert plain_at_rows(5.0, points) == 76.4 and plain_at_rows(400.0, points) == 212.9
     with pytest.raises(ValueError, match="rows > 0"):
         plain_at_rows(10.0, [])
+
+
+def test_the_binding_table_pairs_the_runs_and_says_which_do_not_count(tmp_path: Path) -> None:
+    from experiments.results_speed import BINDINGS, binding_lines
+
+    assert binding_lines(tmp_path) == []
+    folder = tmp_path / BINDINGS
+    folder.mkdir(parents=True)
+
+    def run(name: str, one: float, rows: float, tokens: int, seconds: float) -> None:
+        speed = [{"rows": 1, "tokens_per_s": one}, {"rows": 32, "tokens_per_s": rows}]
+        (folder / f"{name}.json").write_text(json.dumps({"speed": speed, "batch": {"output_tokens": tokens,
+                                                                                    "seconds": seconds}}))
+
+    run("both", 12.0, 200.0, 10000, 100.0)
+    run("default", 8.0, 160.0, 9000, 120.0)
+    (folder / "pairs.json").write_text(json.dumps([{"pair": 1, "first": "both", "both": "both", "default": "default",
+                                                    "counted": False, "why": "a stray worker"}]))
+    # 200 / 160 = 1.25 at 32 rows; MFS 10,000 / 100 = 100.0 against 9,000 / 120 = 75.0 tokens/s: 1.33.
+    assert binding_lines(tmp_path)[-2] == ("| 1 | both CPUs | 12.0 / 8.0 | 200.0 / 160.0 | 1.25 | 100.0 / 75.0 | 1.33 | "
+                                           "no: a stray worker |")

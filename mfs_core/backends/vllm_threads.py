@@ -4,10 +4,10 @@ vLLM's CPU build binds its worker's OpenMP threads itself (``VLLM_CPU_OMP_THREAD
 ``vllm/utils/ompmultiprocessing.py``, read in vLLM 0.32.0): one thread per physical core of the NUMA node, less
 ``reserve_cpu_num`` cores (one per worker on x86 and Arm) left to the engine-core process. On a 2-CPU machine that
 runs the model's forward passes on one core and leaves the other to the engine core's scheduling loop. Measured on
-Qwen2.5-Coder-0.5B-Instruct, 2 cores, bfloat16, continuous scheduling, in alternating pairs of runs
-(docs/backends.md, "vLLM on CPU"; ``experiments/benchmarks/qwen_speed.py --parts speed,batch``): with the worker on
-both CPUs, greedy decoding at 32 rows gave 1.39-1.63 times the output tokens/s in each of three pairs, and 12 MFS
-decodes (M = N = 2) 1.02-1.81 times the tokens/s, 1.35 times on average.
+Qwen2.5-Coder-0.5B-Instruct, 2 cores, bfloat16, continuous scheduling, in pairs of runs one right after the other
+(docs/results.md, "vLLM's CPU worker on both CPUs against vLLM's own thread binding", generated from the kept runs;
+``experiments/benchmarks/qwen_speed.py --parts speed,batch``): with the worker on both CPUs, greedy decoding at 32
+rows gave more output tokens/s in every counted pair, and so did 12 MFS decodes (M = N = 2).
 
 So, on vLLM's CPU build, when ``VLLM_CPU_OMP_THREADS_BIND`` is unset and this process may run on at most
 :data:`MAX_CPUS` CPUs, the library sets it to all of them before vLLM starts an engine (its processes inherit the
