@@ -293,6 +293,9 @@ class VLLMBackend:
     def from_settings(cls, settings: MFSSettings) -> VLLMBackend:
         """Start a ``vllm.LLM`` with :func:`engine_kwargs` of ``settings``.
 
+        On vLLM's CPU build, :func:`~mfs_core.backends.vllm_threads.bind_cpu_threads` first sets
+        ``VLLM_CPU_OMP_THREADS_BIND`` to this process's CPUs when it is unset and there are at most 2.
+
         Raises:
             ImportError: vllm is not installed (``pip install "mfs-decoding[vllm]"`` on a CUDA GPU,
                 vLLM's CPU build elsewhere: docs/backends.md).

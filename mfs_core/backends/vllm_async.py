@@ -93,6 +93,8 @@ class AsyncVLLMBackend(VLLMBackend):
 
         The engine is built on the backend's own event loop, so its output handler (a task
         of the loop it starts on) runs there.
+        On vLLM's CPU build, :func:`~mfs_core.backends.vllm_threads.bind_cpu_threads` first
+        binds the worker to every CPU of a machine of at most 2 (as :class:`VLLMBackend` does).
 
         Raises:
             ImportError: vllm is not installed (see :class:`VLLMBackend`).
