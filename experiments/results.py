@@ -82,7 +82,7 @@ class Section:
 HELD_OUT = tuple(f"{QWEN}/gsm8k-test-{start}-{start + 99}" for start in (200, 300, 400))
 WIDE = (f"{QWEN}/gsm8k-test-200-299-m8", f"{QWEN}/gsm8k-test-200-299-sc-seed1", f"{QWEN}/gsm8k-test-200-299-m8-seed1",
         f"{QWEN}/gsm8k-test-300-399-m8", f"{QWEN}/gsm8k-test-300-399-sc-seed1", f"{QWEN}/gsm8k-test-400-499-m8",
-        f"{QWEN}/gsm8k-test-400-499-sc-seed1")
+        f"{QWEN}/gsm8k-test-400-499-sc-seed1", f"{QWEN}/gsm8k-test-200-299-m6")
 SETUP = ("Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF de-quantised), vLLM's CPU build in bfloat16, continuous "
          "scheduling, Qwen's chat template with the bench's GSM8K prompt, 400-token cap, seed 0.")
 
@@ -102,8 +102,10 @@ SECTIONS: tuple[Section, ...] = (
         title="The search's width against self-consistency to k = 40 (held-out questions both have run)",
         folders=HELD_OUT + WIDE, questions_of="mfs-m8", pool_sc=("sc-seed1",),
         methods=(("cot", "greedy CoT"), ("mfs-m2", "`mfs`, M = N = 2"), ("mfs", "`mfs`, M = N = 4"),
-                 ("mfs-m8", "`mfs`, M = N = 8 (the library's default)"), ("mfs-m8-seed1", "`mfs`, M = N = 8, seed 1")),
-        curves=(("sc", "SC T = 0.7"),), pairs=(("mfs-m8", "mfs-m8-seed1"), ("mfs-m8", "mfs")),
+                 ("mfs-m6", "`mfs`, M = N = 6"), ("mfs-m8", "`mfs`, M = N = 8 (the library's default)"),
+                 ("mfs-m8-seed1", "`mfs`, M = N = 8, seed 1")),
+        curves=(("sc", "SC T = 0.7"),),
+        pairs=(("mfs-m8", "mfs-m8-seed1"), ("mfs-m8", "mfs"), ("mfs-m8", "mfs-m6")),
         note=SETUP + " Every row is over the questions where the M = N = 8 search and a second SC run (seed 1, 24 "
         "more samples at T = 0.7, extending the kept 16 to 40) have both run, so each search is paired with SC at its "
         "own tokens. The pair of M = N = 8 runs with two seeds measures the run-to-run spread.",
