@@ -17,8 +17,9 @@ from mfs_core.errors import closest
 __all__ = ["ENV_PREFIX", "UnknownSettingWarning", "environment_sources", "warn_unknown_env"]
 
 ENV_PREFIX = "MFS_"
-_NOT_SETTINGS = frozenset({"MFS_DATA_DIR"})
-"""``MFS_*`` environment variables that are no setting but are read elsewhere (the tests' data)."""
+_NOT_SETTINGS = frozenset({"MFS_DATA_DIR", "MFS_TEST_CACHE"})
+"""``MFS_*`` environment variables that are no setting but are read elsewhere: the benchmarks' and tests' data
+folder, and the folder the packaged-model tests keep their converted checkpoints in (tests/packaged_models.py)."""
 _NOT_SETTING_PREFIXES = ("MFS_SERVER_",)
 """Prefixes of ``MFS_*`` variables read elsewhere: ``mfs serve``'s own (:class:`mfs_core.serve.ServerSettings`)."""
 

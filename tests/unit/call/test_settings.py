@@ -75,6 +75,13 @@ def test_a_misspelled_mfs_key_warns_naming_the_closest_setting(tmp_path, monkeyp
     ]
     assert (settings.step_beam_size, settings.num_rollouts) == (8, 8)  # ignored, not applied
     monkeypatch.setenv("MFS_SEED", "3")
+    for name in ("MFS_DATA_DIR", "MFS_TEST_CACHE", "MFS_SERVER_MAX_QUEUE"):  # read elsewhere: no warning
+        monkeypatch.setenv(name, str(tmp_path))
+    (tmp_path / ".env").unlink()
+    monkeypatch.delenv("MFS_NUM_ROLOUTS")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnknownSettingWarning)
+        MFSSettings()
     assert setting_sources() == {"seed": "MFS_SEED"}
 
 
