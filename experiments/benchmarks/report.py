@@ -83,8 +83,11 @@ def curve_match(records: list[dict[str, Any]], kind: str, method: str, tokens: f
                 curve: str) -> tuple[int, MethodSummary, PairedComparison] | None:
     """``(k, SC's row at k, the paired test)``: SC of ``curve`` at the k spending ``method``'s ``tokens``
     output tokens per question (:func:`mfs_core.bench.curve.matched_k`), paired question by question
-    (exact McNemar, :func:`mfs_core.bench.report.paired_comparisons`); None when ``curve`` has no samples."""
-    held = [r for r in records if r["method"] == curve]
+    (exact McNemar, :func:`mfs_core.bench.report.paired_comparisons`); None when ``curve`` has no samples.
+    SC is taken on the questions ``method`` has records of, so its row and the paired test count the same
+    questions (a method run on part of the set is compared with SC on that part)."""
+    asked = {r["index"] for r in records if r["method"] == method}
+    held = [r for r in records if r["method"] == curve and r["index"] in asked]
     k = matched_k(tokens, held)
     if k is None:
         return None

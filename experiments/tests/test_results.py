@@ -66,6 +66,19 @@ def test_a_section_table_pairs_each_row_with_sc_at_its_tokens_and_with_greedy(tm
     assert table[4] == "| search | 3 / 4 | 75.0 (30.1-95.4) | 40 | k = 4: 25.0 · 2 / 0 · 0.500 | 2 / 1 · 1.000 |"
 
 
+def test_a_row_on_part_of_the_questions_is_paired_with_sc_on_that_part(tmp_path: Path) -> None:
+    # SC right on questions 0 and 1 of four (samples of 10 tokens); a second search ran on questions 2 and 3 only
+    # and is right on 2. SC at its tokens (k = 4) counts those two questions: 0 of 2 right, not 2 of 4.
+    sc = [_sc("sc", i, ["7", "7", "7", "8"] if i < 2 else ["8", "8", "8", "7"], 40) for i in range(4)]
+    half = [_record("mfs-half", i, i == 2, 40) for i in (2, 3)]
+    _folder(tmp_path, "run", sc + half)
+    section = Section(slug="t", title="t", folders=("run",), methods=(("mfs-half", "half"),), curves=(("sc", "SC"),))
+    records, kind = section_records(section, tmp_path)
+    table = method_table(section, records, kind)
+    assert table[2] == "| half | 1 / 2 | 50.0 (9.5-90.5) | 40 | k = 4: 0.0 · 1 / 0 · 1.000 |  |"
+    assert table[3] == "| SC, k = 4 | 2 / 4 | 50.0 (15.0-85.0) | 40 |  |  |"
+
+
 def test_keep_drops_each_answers_text(tmp_path: Path) -> None:
     run = tmp_path / "run"
     _folder(tmp_path, "run", [{**_record("cot", 0, True, 5), "text": "The answer is 7."}])
