@@ -108,7 +108,8 @@ SECTIONS: tuple[Section, ...] = (
         pairs=(("mfs-m8", "mfs-m8-seed1"), ("mfs-m8", "mfs"), ("mfs-m8", "mfs-m6")),
         note=SETUP + " Every row is over the questions where the M = N = 8 search and a second SC run (seed 1, 24 "
         "more samples at T = 0.7, extending the kept 16 to 40) have both run, so each search is paired with SC at its "
-        "own tokens. The pair of M = N = 8 runs with two seeds measures the run-to-run spread.",
+        "own tokens. The second seed and M = N = 6 ran on 200-299 only; each is paired with SC on its own questions. The "
+        "pair of M = N = 8 runs with two seeds measures the run-to-run spread.",
     ),
     Section(
         slug="qwen05-gsm8k-phi",
